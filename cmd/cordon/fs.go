@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cordon-run/cordon/substrate/workspace"
+)
+
+func init() {
+	register(command{name: "fs", summary: "read|write|list|stat|edit PATH: the direct file tools", run: runFS})
+}
+
+const fsUsage = `usage: cordon fs read|write|list|stat|edit [-w DIR] [--json] PATH
+  write takes the new contents on stdin
+  edit --old TEXT --new TEXT replaces the one occurrence of TEXT`
+
+func runFS(e *env, args []string) int {
+	if len(args) == 0 {
+		return e.usageError("fs needs an operation\n" + fsUsage)
+	}
+	op, args := args[0], args[1:]
+	fs := e.flags("fs " + op)
+	var old, new string
+	if op == "edit" {
+		fs.StringVar(&old, "old", "", "the text to replace (must occur exactly once)")
+		fs.StringVar(&new, "new", "", "the replacement")
+	}
+	if err := fs.Parse(args); err != nil {
+		return e.usageError(err.Error() + "\n" + fsUsage)
+	}
+	switch op {
+	case "read", "write", "list", "stat", "edit":
+	default:
+		return e.usageError(fmt.Sprintf("unknown fs operation %q\n%s", op, fsUsage))
+	}
+	if fs.NArg() != 1 {
+		return e.usageError(fmt.Sprintf("fs %s needs exactly one PATH\n%s", op, fsUsage))
+	}
+	if op == "edit" && !fs.Changed("old") {
+		return e.usageError("fs edit needs --old TEXT and --new TEXT\n" + fsUsage)
+	}
+	name := fs.Arg(0)
+	ws, err := e.openWorkspace()
+	if err != nil {
+		return e.fail(err)
+	}
+	defer ws.Close()
+
+	switch op {
+	case "read":
+		data, err := ws.ReadFile(name)
+		if err != nil {
+			return e.fail(err)
+		}
+		if !e.json {
+			e.stdout.Write(data)
+			return exitOK
+		}
+		out := struct {
+			Path     string `json:"path"`
+			Size     int    `json:"size"`
+			Content  []byte `json:"content,omitempty"`
+			Text     string `json:"text"`
+			Encoding string `json:"encoding"`
+		}{Path: name, Size: len(data), Encoding: "utf-8"}
+		if utf8.Valid(data) {
+			out.Text = string(data)
+		} else {
+			out.Content, out.Encoding = data, "base64"
+		}
+		e.printJSON(out)
+	case "write":
+		data, err := readInput(e.stdin, workspace.DefaultMaxFileSize)
+		if err != nil {
+			return e.fail(err)
+		}
+		if err := ws.WriteFile(name, data); err != nil {
+			return e.fail(err)
+		}
+		if e.json {
+			e.printJSON(map[string]any{"path": name, "bytes": len(data)})
+		}
+	case "edit":
+		if err := ws.Edit(name, old, new); err != nil {
+			return e.fail(err)
+		}
+		if e.json {
+			e.printJSON(map[string]any{"path": name, "replaced": 1})
+		}
+	case "list":
+		entries, truncated, err := ws.List(name)
+		if err != nil {
+			return e.fail(err)
+		}
+		if e.json {
+			if entries == nil {
+				entries = []workspace.Entry{}
+			}
+			e.printJSON(map[string]any{"path": name, "entries": entries, "truncated": truncated})
+			return exitOK
+		}
+		for _, en := range entries {
+			suffix := ""
+			if en.Type == "dir" {
+				suffix = "/"
+			}
+			fmt.Fprintf(e.stdout, "%s%s\n", en.Name, suffix)
+		}
+		if truncated {
+			fmt.Fprintf(e.stderr, "cordon: listing of %q truncated\n", name)
+		}
+	case "stat":
+		en, err := ws.Stat(name)
+		if err != nil {
+			return e.fail(err)
+		}
+		if e.json {
+			e.printJSON(map[string]any{"path": name, "name": en.Name, "type": en.Type, "size": en.Size,
+				"mode": fmt.Sprintf("%#o", uint32(en.Mode.Perm())), "mtime": en.ModTime.Format(time.RFC3339Nano)})
+			return exitOK
+		}
+		fmt.Fprintf(e.stdout, "%s\t%d\t%v\t%s\t%s\n", en.Type, en.Size, en.Mode.Perm(), en.ModTime.Format(time.RFC3339), name)
+	}
+	return exitOK
+}

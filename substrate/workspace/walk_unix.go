@@ -1,0 +1,74 @@
+//go:build unix
+
+package workspace
+
+import (
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// openWalk opens the relative path p beneath dirfd one component at a time
+// with O_NOFOLLOW, so that no symlink is followed: the portable equivalent
+// of openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS for a path without "..".
+func openWalk(dirfd int, p string, flags int, mode uint32) (int, error) {
+	parent, last, err := walkParent(dirfd, p)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Openat(parent, last, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if parent != dirfd {
+		unix.Close(parent)
+	}
+	return fd, err
+}
+
+func statWalk(dirfd int, p string, st *unix.Stat_t) error {
+	parent, last, err := walkParent(dirfd, p)
+	if err != nil {
+		return err
+	}
+	err = unix.Fstatat(parent, last, st, unix.AT_SYMLINK_NOFOLLOW)
+	if parent != dirfd {
+		unix.Close(parent)
+	}
+	if err == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
+		return unix.ELOOP
+	}
+	return err
+}
+
+// walkParent opens the directory holding p's last component. The returned
+// descriptor is dirfd itself when p has one component.
+func walkParent(dirfd int, p string) (int, string, error) {
+	comps := strings.Split(p, "/")
+	fd := dirfd
+	for _, c := range comps[:len(comps)-1] {
+		if c == ".." {
+			return -1, "", unix.EXDEV
+		}
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if fd != dirfd {
+			unix.Close(fd)
+		}
+		if err != nil {
+			if err == unix.ENOTDIR {
+				// O_DIRECTORY|O_NOFOLLOW on a symlink says ENOTDIR on some systems.
+				var st unix.Stat_t
+				if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
+					err = unix.ELOOP
+				}
+			}
+			return -1, "", err
+		}
+		fd = next
+	}
+	last := comps[len(comps)-1]
+	if last == ".." {
+		if fd != dirfd {
+			unix.Close(fd)
+		}
+		return -1, "", unix.EXDEV
+	}
+	return fd, last, nil
+}

@@ -1,0 +1,147 @@
+package workspace
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cordon-run/cordon/internal/refusal"
+)
+
+// DefaultHarnessState lists the harness directories protected by default.
+var DefaultHarnessState = []string{".efferent", ".foundry"}
+
+// DefaultMaxFileSize bounds a single read or write unless [WithMaxFileSize]
+// says otherwise.
+const DefaultMaxFileSize = 16 << 20
+
+// DefaultMaxEntries bounds a directory listing.
+const DefaultMaxEntries = 10000
+
+// Sentinels for [errors.Is]. The policy refusals (outside the workspace,
+// harness state, a symlink loop) are decisions of the boundary; the rest are
+// ordinary failures.
+var (
+	ErrOutsideWorkspace = refusal.Policy("OutsideWorkspace", "outside the workspace")
+	ErrHarnessState     = refusal.Policy("HarnessState", "harness state")
+	ErrSymlinkLoop      = refusal.Policy("SymlinkLoop", "too many symlinks")
+	ErrNotFound         = refusal.Failure("NotFound", "not found")
+	ErrNotRegular       = refusal.Failure("NotRegular", "not a regular file")
+	ErrIsDir            = refusal.Failure("IsDirectory", "is a directory")
+	ErrNotDir           = refusal.Failure("NotDirectory", "not a directory")
+	ErrTooLarge         = refusal.Failure("TooLarge", "too large")
+	ErrNoMatch          = refusal.Failure("NoMatch", "old text not found")
+	ErrNotUnique        = refusal.Failure("NotUnique", "old text is not unique")
+	ErrInvalid          = refusal.Failure("Invalid", "invalid argument")
+)
+
+// PathError is the error of every [Workspace] operation.
+type PathError struct {
+	Op   string // "read", "write", "list", "stat", "edit"
+	Path string // the path as the caller gave it
+	Root string // the canonical workspace: the boundary
+	Err  error  // one of the package's sentinels
+	// Cause is the underlying error (an errno), or nil.
+	Cause  error
+	detail string
+}
+
+func (e *PathError) Error() string {
+	switch e.Err {
+	case ErrOutsideWorkspace:
+		return fmt.Sprintf("refusing to %s %q — resolved paths are confined to %s", e.Op, e.Path, e.Root)
+	case ErrHarnessState:
+		return fmt.Sprintf("refusing to %s %q — %s is harness state, outside the workspace grant of %s", e.Op, e.Path, e.detail, e.Root)
+	case ErrSymlinkLoop:
+		return fmt.Sprintf("refusing to %s %q — more than %d symlinks on the way; paths are resolved within %s", e.Op, e.Path, maxSymlinks, e.Root)
+	}
+	msg := fmt.Sprintf("cannot %s %q: %s", e.Op, e.Path, e.Err)
+	if e.detail != "" {
+		msg += " (" + e.detail + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the sentinel and the cause.
+func (e *PathError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
+
+// Config holds a workspace's settings. Build one with [Option] values
+// passed to [Open].
+type Config struct {
+	harness     []string
+	maxFileSize int64
+	maxEntries  int
+	sync        bool
+}
+
+// Option changes a [Config].
+type Option func(*Config)
+
+// WithHarnessState sets the top-level directory names that are harness
+// state. It replaces the default list; pass no names to protect none.
+// Names must be single path components.
+func WithHarnessState(names ...string) Option {
+	return func(c *Config) { c.harness = append([]string(nil), names...) }
+}
+
+// WithMaxFileSize bounds reads and writes, in bytes.
+func WithMaxFileSize(n int64) Option { return func(c *Config) { c.maxFileSize = n } }
+
+// WithMaxEntries bounds the number of entries a listing returns.
+func WithMaxEntries(n int) Option { return func(c *Config) { c.maxEntries = n } }
+
+// WithSync sets whether writes fsync the temporary file before renaming it
+// into place (default true). Without it a crash can leave an empty file.
+func WithSync(sync bool) Option { return func(c *Config) { c.sync = sync } }
+
+func newConfig(opts []Option) (Config, error) {
+	c := Config{
+		harness:     DefaultHarnessState,
+		maxFileSize: DefaultMaxFileSize,
+		maxEntries:  DefaultMaxEntries,
+		sync:        true,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	for _, h := range c.harness {
+		if h == "" || h == "." || h == ".." || strings.ContainsRune(h, '/') {
+			return c, fmt.Errorf("workspace: harness state name %q is not a single path component", h)
+		}
+	}
+	if c.maxFileSize <= 0 {
+		return c, fmt.Errorf("workspace: max file size %d is not positive", c.maxFileSize)
+	}
+	if c.maxEntries <= 0 {
+		return c, fmt.Errorf("workspace: max entries %d is not positive", c.maxEntries)
+	}
+	return c, nil
+}
+
+// HarnessState returns the protected top-level names.
+func (w *Workspace) HarnessState() []string { return append([]string(nil), w.cfg.harness...) }
+
+// Root returns the canonical path of the workspace.
+func (w *Workspace) Root() string { return w.root }
+
+// String describes the boundary, for messages and evidence.
+func (w *Workspace) String() string {
+	return fmt.Sprintf("workspace %s (harness state: %s)", w.root, strings.Join(w.cfg.harness, ", "))
+}
+
+// isHarness reports which harness name the first component of the
+// workspace-relative path rel names, compared without regard to case so that
+// a case-insensitive file system cannot be used to reach it.
+func (w *Workspace) isHarness(rel string) (string, bool) {
+	first, _, _ := strings.Cut(rel, "/")
+	for _, h := range w.cfg.harness {
+		if strings.EqualFold(first, h) {
+			return h, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,582 @@
+//go:build unix
+
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxSymlinks bounds the symlinks followed while resolving one path, as
+// Linux's MAXSYMLINKS does.
+const maxSymlinks = 40
+
+// maxPathLen bounds the length of a path a caller may pass.
+const maxPathLen = 4096
+
+// Workspace is an open workspace directory. Its methods are safe for
+// concurrent use. Close releases the directory descriptor.
+type Workspace struct {
+	root  string // canonical absolute path
+	given string // absolute, cleaned spelling the caller used
+	fd    int    // directory descriptor on root
+	cfg   Config
+}
+
+// Open opens the workspace directory dir, resolving it to its canonical path
+// once. The returned Workspace holds a descriptor on it until Close.
+func Open(dir string, opts ...Option) (*Workspace, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, &PathError{Op: "open", Path: dir, Err: ErrInvalid, Cause: err}
+	}
+	canon, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, &PathError{Op: "open", Path: dir, Root: abs, Err: errnoSentinel(err), Cause: err, detail: "the workspace"}
+	}
+	fd, err := unix.Open(canon, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &PathError{Op: "open", Path: dir, Root: canon, Err: errnoSentinel(err), Cause: err, detail: "the workspace"}
+	}
+	return &Workspace{root: canon, given: abs, fd: fd, cfg: cfg}, nil
+}
+
+// Close releases the workspace's directory descriptor.
+func (w *Workspace) Close() error {
+	if w.fd < 0 {
+		return nil
+	}
+	err := unix.Close(w.fd)
+	w.fd = -1
+	return err
+}
+
+// Entry describes one directory entry or file.
+type Entry struct {
+	Name    string      `json:"name"`
+	Type    string      `json:"type"` // file, dir, symlink, fifo, socket, device, other
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"-"`
+	ModTime time.Time   `json:"mtime"`
+}
+
+// ReadFile returns the contents of the regular file name.
+func (w *Workspace) ReadFile(name string) ([]byte, error) {
+	data, _, err := w.read("read", name)
+	return data, err
+}
+
+func (w *Workspace) read(op, name string) ([]byte, string, error) {
+	fd, canon, err := w.open(op, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, "", err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, "", w.fail(op, name, err)
+	}
+	if err := w.regular(op, name, &st); err != nil {
+		return nil, "", err
+	}
+	max := w.cfg.maxFileSize
+	if st.Size > max {
+		return nil, "", w.tooLarge(op, name, st.Size)
+	}
+	// The size is a hint; the file may grow or shrink while we read it.
+	buf := make([]byte, 0, st.Size+1)
+	for {
+		if int64(len(buf)) > max {
+			return nil, "", w.tooLarge(op, name, int64(len(buf)))
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, "", w.fail(op, name, err)
+		}
+		if n == 0 {
+			return buf, canon, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// WriteFile replaces (or creates) the file name with data, atomically.
+// Missing parent directories inside the workspace are created.
+func (w *Workspace) WriteFile(name string, data []byte) error {
+	return w.write("write", name, data)
+}
+
+func (w *Workspace) write(op, name string, data []byte) error {
+	if int64(len(data)) > w.cfg.maxFileSize {
+		return w.tooLarge(op, name, int64(len(data)))
+	}
+	rel, err := w.check(op, name)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		canon, err := w.resolve(op, name, rel)
+		if err != nil {
+			return err
+		}
+		if canon == "" {
+			return &PathError{Op: op, Path: name, Root: w.root, Err: ErrIsDir}
+		}
+		dir, base := path.Split(canon)
+		dirfd, err := w.mkdirAll(strings.TrimSuffix(dir, "/"))
+		if err != nil {
+			return w.fail(op, name, err)
+		}
+		err = w.replace(dirfd, base, data)
+		unix.Close(dirfd)
+		if err == errRaced && attempt < 3 {
+			continue // a symlink appeared at the target: resolve again
+		}
+		if err != nil {
+			return w.fail(op, name, err)
+		}
+		return nil
+	}
+}
+
+var errRaced = errors.New("the path changed while it was being written")
+
+// replace writes data to a temporary file in dirfd and renames it onto base.
+func (w *Workspace) replace(dirfd int, base string, data []byte) error {
+	perm, keep := uint32(0o644), false
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil:
+		switch uint32(st.Mode) & unix.S_IFMT {
+		case unix.S_IFREG:
+			perm, keep = uint32(st.Mode)&0o7777, true
+		case unix.S_IFLNK:
+			return errRaced
+		case unix.S_IFDIR:
+			return unix.EISDIR
+		default:
+			return unix.EINVAL
+		}
+	case err != unix.ENOENT:
+		return err
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := ".cordon-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	// A new file gets 0644 less the umask; an existing one keeps its mode.
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return err
+	}
+	err = writeAll(fd, data)
+	if err == nil && keep {
+		err = unix.Fchmod(fd, perm)
+	}
+	if err == nil && w.cfg.sync {
+		err = unix.Fsync(fd)
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dirfd, tmp, dirfd, base)
+	}
+	if err != nil {
+		unix.Unlinkat(dirfd, tmp, 0)
+	}
+	return err
+}
+
+func writeAll(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// mkdirAll opens the canonical directory dir beneath the workspace, creating
+// missing components, one at a time and without following symlinks.
+func (w *Workspace) mkdirAll(dir string) (int, error) {
+	fd, err := unix.Openat(w.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil || dir == "" {
+		return fd, err
+	}
+	for _, c := range strings.Split(dir, "/") {
+		if err := unix.Mkdirat(fd, c, 0o755); err != nil && err != unix.EEXIST {
+			unix.Close(fd)
+			return -1, err
+		}
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// Edit replaces the one occurrence of old in the file name with new. It
+// fails with [ErrNoMatch] when old does not occur and [ErrNotUnique] when it
+// occurs more than once; the file is then unchanged.
+func (w *Workspace) Edit(name, old, new string) error {
+	const op = "edit"
+	if old == "" {
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid, detail: "the text to replace is empty"}
+	}
+	data, canon, err := w.read(op, name)
+	if err != nil {
+		return err
+	}
+	switch n := strings.Count(string(data), old); n {
+	case 0:
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrNoMatch}
+	case 1:
+	default:
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrNotUnique, detail: "found " + strconv.Itoa(n) + " times; include more surrounding text"}
+	}
+	out := strings.Replace(string(data), old, new, 1)
+	if err := w.write(op, canon, []byte(out)); err != nil {
+		if pe, ok := err.(*PathError); ok {
+			pe.Path = name
+		}
+		return err
+	}
+	return nil
+}
+
+// List returns the entries of the directory name, sorted by name. At the
+// workspace root, harness state is left out. At most the configured number
+// of entries is returned; truncated reports whether there were more.
+func (w *Workspace) List(name string) (entries []Entry, truncated bool, err error) {
+	const op = "list"
+	fd, canon, err := w.open(op, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unix.Close(fd)
+	names, err := readDirNames(fd, w.cfg.maxEntries+1)
+	if err != nil {
+		return nil, false, w.fail(op, name, err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if canon == "" {
+			if _, h := w.isHarness(n); h {
+				continue
+			}
+		}
+		if len(entries) == w.cfg.maxEntries {
+			return entries, true, nil
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // removed while listing
+		}
+		entries = append(entries, entryOf(n, &st))
+	}
+	return entries, false, nil
+}
+
+// Stat describes the file or directory name, following symlinks inside
+// the workspace.
+func (w *Workspace) Stat(name string) (Entry, error) {
+	const op = "stat"
+	rel, err := w.check(op, name)
+	if err != nil {
+		return Entry{}, err
+	}
+	canon := rel
+	for attempt := 0; ; attempt++ {
+		var st unix.Stat_t
+		err := statBeneath(w.fd, dotIfEmpty(canon), &st)
+		if err == nil {
+			return entryOf(path.Base("/"+canon), &st), nil
+		}
+		if err != unix.ELOOP || attempt == 3 {
+			return Entry{}, w.fail(op, name, err)
+		}
+		if canon, err = w.resolve(op, name, rel); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
+// open opens name beneath the workspace with flags, following symlinks only
+// as far as they stay inside it, and returns the descriptor and the
+// canonical workspace-relative path it opened.
+func (w *Workspace) open(op, name string, flags int) (int, string, error) {
+	rel, err := w.check(op, name)
+	if err != nil {
+		return -1, "", err
+	}
+	canon := rel
+	for attempt := 0; ; attempt++ {
+		fd, err := openBeneath(w.fd, dotIfEmpty(canon), flags, 0)
+		if err == nil {
+			return fd, canon, nil
+		}
+		if err != unix.ELOOP || attempt == 3 {
+			return -1, "", w.fail(op, name, err)
+		}
+		// A symlink on the way: resolve it ourselves, check the result,
+		// and open again without following anything.
+		if canon, err = w.resolve(op, name, rel); err != nil {
+			return -1, "", err
+		}
+	}
+}
+
+// check turns name into a cleaned workspace-relative path and refuses it
+// when it leaves the workspace lexically or names harness state.
+func (w *Workspace) check(op, name string) (string, error) {
+	if name == "" || len(name) > maxPathLen || strings.IndexByte(name, 0) >= 0 {
+		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid, detail: "a path must be 1 to 4096 bytes without NUL"}
+	}
+	rel, ok := w.relative(name)
+	if !ok {
+		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrOutsideWorkspace}
+	}
+	if h, ok := w.isHarness(rel); ok {
+		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: h}
+	}
+	return rel, nil
+}
+
+// relative converts name to a cleaned path relative to the workspace ("" for
+// the workspace itself). It is a lexical translation, not the containment
+// check: the kernel enforces containment when the result is opened.
+func (w *Workspace) relative(name string) (string, bool) {
+	c := filepath.Clean(name)
+	if filepath.IsAbs(c) {
+		for _, r := range []string{w.root, w.given} {
+			if c == r {
+				return "", true
+			}
+			if r == "/" {
+				return c[1:], true
+			}
+			if strings.HasPrefix(c, r+"/") {
+				return c[len(r)+1:], true
+			}
+		}
+		return "", false
+	}
+	if c == "." {
+		return "", true
+	}
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", false
+	}
+	return c, true
+}
+
+// resolve replaces every symlink in rel by its target, one component at a
+// time, and returns the canonical workspace-relative path. A path whose
+// tail does not exist yet is completed lexically. The result is refused when
+// it leaves the workspace or reaches harness state.
+func (w *Workspace) resolve(op, name, rel string) (string, error) {
+	outside := &PathError{Op: op, Path: name, Root: w.root, Err: ErrOutsideWorkspace}
+	todo := splitPath(rel)
+	var done []string
+	links := 0
+	missing := false
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", outside
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		if missing {
+			done = append(done, c)
+			continue
+		}
+		p := strings.Join(append(done, c), "/")
+		var st unix.Stat_t
+		if err := unix.Fstatat(w.fd, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err != unix.ENOENT && err != unix.ENOTDIR {
+				return "", w.fail(op, name, err)
+			}
+			missing = true
+			done = append(done, c)
+			continue
+		}
+		if uint32(st.Mode)&unix.S_IFMT != unix.S_IFLNK {
+			done = append(done, c)
+			continue
+		}
+		if links++; links > maxSymlinks {
+			return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrSymlinkLoop, Cause: unix.ELOOP}
+		}
+		target, err := readlinkat(w.fd, p)
+		if err != nil {
+			return "", w.fail(op, name, err)
+		}
+		if filepath.IsAbs(target) {
+			t, ok := w.relative(target)
+			if !ok {
+				return "", outside
+			}
+			done = nil
+			target = t
+		}
+		todo = append(splitPath(target), todo...)
+	}
+	canon := strings.Join(done, "/")
+	if h, ok := w.isHarness(canon); ok {
+		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: h}
+	}
+	return canon, nil
+}
+
+func splitPath(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+func dotIfEmpty(p string) string {
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+func readlinkat(dirfd int, p string) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dirfd, p, buf)
+	if err != nil {
+		return "", err
+	}
+	if n >= len(buf) {
+		return "", unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), nil
+}
+
+// readDirNames reads at most max names from the directory fd (a duplicate
+// is read, so fd stays usable for fstatat).
+func readDirNames(fd int, max int) ([]string, error) {
+	dfd, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(dfd)
+	f := os.NewFile(uintptr(dfd), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(max)
+	if err == io.EOF {
+		err = nil
+	}
+	return names, err
+}
+
+func (w *Workspace) regular(op, name string, st *unix.Stat_t) error {
+	switch uint32(st.Mode) & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFDIR:
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrIsDir}
+	}
+	return &PathError{Op: op, Path: name, Root: w.root, Err: ErrNotRegular, detail: "it is a " + typeOf(uint32(st.Mode))}
+}
+
+func (w *Workspace) tooLarge(op, name string, size int64) error {
+	return &PathError{Op: op, Path: name, Root: w.root, Err: ErrTooLarge,
+		detail: "at least " + strconv.FormatInt(size, 10) + " bytes; the limit is " + strconv.FormatInt(w.cfg.maxFileSize, 10)}
+}
+
+// fail wraps an errno from an operation on name.
+func (w *Workspace) fail(op, name string, err error) error {
+	if pe, ok := err.(*PathError); ok {
+		return pe
+	}
+	return &PathError{Op: op, Path: name, Root: w.root, Err: errnoSentinel(err), Cause: err}
+}
+
+func errnoSentinel(err error) error {
+	var errno unix.Errno
+	if !errors.As(err, &errno) {
+		return err
+	}
+	switch errno {
+	case unix.ENOENT:
+		return ErrNotFound
+	case unix.ENOTDIR:
+		return ErrNotDir
+	case unix.EISDIR:
+		return ErrIsDir
+	case unix.ELOOP:
+		return ErrSymlinkLoop
+	case unix.EXDEV:
+		return ErrOutsideWorkspace
+	case unix.EFBIG:
+		return ErrTooLarge
+	}
+	return errno
+}
+
+func entryOf(name string, st *unix.Stat_t) Entry {
+	return Entry{
+		Name:    name,
+		Type:    typeOf(uint32(st.Mode)),
+		Size:    st.Size,
+		Mode:    fs.FileMode(st.Mode & 0o777),
+		ModTime: mtime(st),
+	}
+}
+
+func typeOf(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "file"
+	case unix.S_IFDIR:
+		return "dir"
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "device"
+	}
+	return "other"
+}
