@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func needBwrap(t *testing.T) {
+func needBwrap(t testing.TB) {
 	t.Helper()
 	bin, err := bwrap.Find(os.Getenv("PATH"))
 	testenv.Require(t, err == nil, "bubblewrap: %v", err)

@@ -356,6 +356,10 @@ func (s *Sandbox) Args(argv []string) []string {
 	return append(a, argv...)
 }
 
+// Options returns bwrap's options alone, up to and excluding "--": the
+// mount table and namespaces of this sandbox, to print or to measure.
+func (s *Sandbox) Options() []string { return slices.Clone(s.args) }
+
 // Env returns the sandbox's environment: PATH, HOME, LANG, TERM and the
 // granted names, nothing else.
 func (s *Sandbox) Env() []string { return slices.Clone(s.env) }
