@@ -23,7 +23,7 @@ const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE]
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
-  --env NAME          pass cordon's value of NAME into the sandbox (repeatable)
+  --env NAME          pass cordon's value of NAME into the sandbox (repeatable; unset names are left out)
   --substrate bwrap   the sandbox (only bwrap in this build)
   --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)`
 
@@ -115,7 +115,8 @@ func runExec(e *env, args []string) int {
 	})
 	if err != nil {
 		switch {
-		case errors.Is(err, bwrap.ErrUnavailable), errors.Is(err, bwrap.ErrSetup), errors.Is(err, runtime.ErrInvalidSpec):
+		case errors.Is(err, bwrap.ErrUnavailable), errors.Is(err, bwrap.ErrSetup),
+			errors.Is(err, bwrap.ErrInvalidPolicy), errors.Is(err, runtime.ErrInvalidSpec):
 			return e.failCode(err, exitCannotRun)
 		}
 		return e.fail(err)
