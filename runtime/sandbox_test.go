@@ -456,6 +456,66 @@ print(s.recv(100).decode().strip())'`, port)
 	}
 }
 
+// TestHostSocketsAreUnreachable listens on Unix sockets where host agents
+// keep theirs (under /tmp, under the caller's home) and tries to connect
+// from inside; a socket in the workspace is the control that shows the
+// attempt can succeed.
+func TestHostSocketsAreUnreachable(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "python3")
+	b := base(t)
+	ws := workspace(t, b)
+	tmp, err := os.MkdirTemp("/tmp", "cordon-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	home := filepath.Join(b, "home")
+	os.MkdirAll(filepath.Join(home, ".gnupg"), 0o700)
+	sockets := map[string]string{
+		"tmp-agent":  filepath.Join(tmp, "agent.sock"),
+		"home-agent": filepath.Join(home, ".gnupg", "S.gpg-agent"),
+		"workspace":  filepath.Join(ws, "control.sock"),
+	}
+	for _, path := range sockets {
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hello\n"))
+				c.Close()
+			}
+		}()
+	}
+	var script strings.Builder
+	script.WriteString("ls -A /run | wc -l\n")
+	for name, path := range sockets {
+		script.WriteString(attempt(name, fmt.Sprintf(`python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("%s"); assert s.recv(10)'`, path)))
+	}
+	env := append(os.Environ(), "HOME="+home)
+	res := run(t, bwrap.NewPolicy(ws), script.String(), func(s *runtime.Spec) { s.Environ = env })
+	first, rest, _ := strings.Cut(res.Stdout, "\n")
+	if first != "0" {
+		t.Errorf("/run is not empty inside: %q", res.Stdout)
+	}
+	st := statuses(t, rest)
+	if st["workspace"] != "0" {
+		t.Fatalf("the control socket in the workspace was not reachable (%q %q): the test cannot tell", res.Stdout, res.Stderr)
+	}
+	for _, name := range []string{"tmp-agent", "home-agent"} {
+		if st[name] == "0" {
+			t.Errorf("the host socket %s (%s) was reachable from inside", name, sockets[name])
+		}
+	}
+}
+
 // TestTimeoutKillsTheWholeTree runs a tree that ignores SIGTERM, whose
 // grandchildren call setsid and double-fork, and checks that the timeout
 // ends all of it and that Run returns promptly.
