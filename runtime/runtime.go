@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -434,9 +435,15 @@ func start(cmd *exec.Cmd, s Spec) (*tree, error) {
 	return t, nil
 }
 
+// readBuffers recycles drain's read buffers across runs: a run that
+// prints nothing should not leave half a megabyte to the collector.
+var readBuffers = sync.Pool{New: func() any { return new([readSize]byte) }}
+
 // drain reads r to the end into b.
 func drain(r *os.File, b *capture.Buffer) {
-	buf := make([]byte, readSize)
+	p := readBuffers.Get().(*[readSize]byte)
+	defer readBuffers.Put(p)
+	buf := p[:]
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
