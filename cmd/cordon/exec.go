@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/cordon-run/cordon/internal/capture"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -38,6 +40,10 @@ func runExec(e *env, args []string) int {
 	substrateName := fs.String("substrate", "bwrap", "the sandbox substrate")
 	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintln(e.stdout, execUsage)
+			return exitOK
+		}
 		return e.usageError(err.Error() + "\n" + execUsage)
 	}
 	if fs.NArg() == 0 || fs.Arg(0) == "" {

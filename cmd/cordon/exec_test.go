@@ -105,6 +105,13 @@ func TestExecUsageErrors(t *testing.T) {
 	}
 }
 
+func TestExecHelp(t *testing.T) {
+	code, stdout, _ := cordonMain(t, "", "exec", "--help")
+	if code != exitOK || !strings.HasPrefix(stdout, "usage: cordon exec") {
+		t.Errorf("exec --help: exit %d, %q", code, stdout)
+	}
+}
+
 func TestExecCannotRunThis(t *testing.T) {
 	ws := tempWorkspace(t)
 	for _, tc := range []struct {

@@ -190,6 +190,12 @@ func TestArgsOrderAndEnvironment(t *testing.T) {
 			t.Errorf("an environment value is on bwrap's command line: %q", a)
 		}
 	}
+	if str := sb.String(); !strings.HasPrefix(str, "bwrap --unshare-user --disable-userns ") || !strings.Contains(str, " --chdir "+ws) {
+		t.Errorf("String() = %q", str)
+	}
+	if got := shellQuote("it's a b"); got != `'it'\''s a b'` {
+		t.Errorf("shellQuote = %s", got)
+	}
 	env := sb.Env()
 	want := []string{"PATH=" + ws + "/.local/bin:/usr/bin:/bin", "HOME=" + Home, "LANG=C.UTF-8", "GOFLAGS=-mod=mod"}
 	if !slices.Equal(env, want) {

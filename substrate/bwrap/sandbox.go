@@ -360,6 +360,25 @@ func (s *Sandbox) Args(argv []string) []string {
 // mount table and namespaces of this sandbox, to print or to measure.
 func (s *Sandbox) Options() []string { return slices.Clone(s.args) }
 
+// String is the bwrap command line of the sandbox, its options quoted for
+// a POSIX shell, for logs and evidence.
+func (s *Sandbox) String() string {
+	var b strings.Builder
+	b.WriteString("bwrap")
+	for _, a := range s.args {
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // Env returns the sandbox's environment: PATH, HOME, LANG, TERM and the
 // granted names, nothing else.
 func (s *Sandbox) Env() []string { return slices.Clone(s.env) }
