@@ -126,6 +126,25 @@ func awaitGone(fds []int, limit time.Duration) {
 	}
 }
 
+// openInit returns a pidfd of the sandbox's init, pid, after checking that
+// it is still the init of the PID namespace pidNS; -1 when it is gone.
+func openInit(pid int, pidNS uint64) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1
+	}
+	link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		// Not ours to inspect: trust the pidfd, opened while bwrap, its
+		// parent, was running.
+	case err != nil || link != "pid:["+strconv.FormatUint(pidNS, 10)+"]":
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
 // killGroup sends sig to the process group pid leads.
 func killGroup(pid int, sig unix.Signal) { unix.Kill(-pid, sig) }
 

@@ -253,9 +253,21 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	cmd.SysProcAttr = bwrapAttr()
 	s.Logger.Debug("run", "spec", s.String(), "bwrap", bin)
 	t, err := start(cmd, s)
+	sb.Launched()
 	if err != nil {
 		return res, bwrap.Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
 	}
+	// bwrap can exit as soon as the command has, while its init is still
+	// killing what the command left behind: the run ends when the init is
+	// gone, and with it the whole namespace.
+	t.init = make(chan int, 1)
+	go func() {
+		fd := -1
+		if pid, ns, ok := sb.Init(); ok {
+			fd = openInit(pid, ns)
+		}
+		t.init <- fd
+	}()
 	t.wait(ctx, s, true, &res)
 	if !sb.Started() && !res.TimedOut && !res.Canceled {
 		return Result{Substrate: "bwrap", Sandboxed: true, Mechanisms: res.Mechanisms}, sb.Failure(ctx, res.Stderr)
@@ -384,7 +396,7 @@ type tree struct {
 	errb    *capture.Buffer
 	drained chan struct{}
 	exited  chan struct{}
-	waitErr error
+	init    chan int // a pidfd of the sandbox's init, or -1
 	logger  *slog.Logger
 }
 
@@ -470,6 +482,11 @@ func (t *tree) wait(ctx context.Context, s Spec, sandboxed bool, res *Result) {
 		res.Signal = t.terminate(sandboxed, s.Grace)
 	}
 	<-t.exited
+	if t.init != nil {
+		if fd := <-t.init; fd >= 0 {
+			awaitGone([]int{fd}, reapWait)
+		}
+	}
 	if !sandboxed {
 		// Background jobs left in the group die with the run.
 		killGroup(t.cmd.Process.Pid, unix.SIGKILL)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -453,6 +455,44 @@ print(s.recv(100).decode().strip())'`, port)
 	res = run(t, bwrap.NewPolicy(ws).WithNetwork(bwrap.NetHost), script)
 	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from the host") {
 		t.Fatalf("with --net host the listener was not reachable (the control failed): %v %q %q", res, res.Stdout, res.Stderr)
+	}
+}
+
+// TestInheritedDescriptorsStayOut opens a directory the sandbox hides, in
+// this process, without close-on-exec (as a descriptor inherited from a
+// parent would be), and tries to use it from inside.
+func TestInheritedDescriptorsStayOut(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	hidden, err := os.MkdirTemp("/tmp", "cordon-hidden-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(hidden)
+	writeFile(t, filepath.Join(hidden, "secret"), "SECRET CONTENT\n")
+	fd, err := unix.Open(hidden, unix.O_RDONLY|unix.O_DIRECTORY, 0) // no O_CLOEXEC, on purpose
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	script := fmt.Sprintf("ls /proc/self/fd | tr '\\n' ' '; echo\n") +
+		attempt("read", fmt.Sprintf("cat /proc/self/fd/%d/secret", fd)) +
+		attempt("write", fmt.Sprintf("echo x > /proc/self/fd/%d/planted", fd))
+	res := run(t, bwrap.NewPolicy(ws), script)
+	if strings.Contains(res.Stdout, "SECRET CONTENT") {
+		t.Fatalf("the inherited descriptor let the sandbox read a hidden file")
+	}
+	fds, rest, _ := strings.Cut(res.Stdout, "\n")
+	if fields := strings.Fields(fds); len(fields) > 4 {
+		t.Errorf("the command holds descriptors %v; want 0, 1, 2 and the one ls opens", fields)
+	}
+	for name, rc := range statuses(t, rest) {
+		if rc == "0" {
+			t.Errorf("%s through the inherited descriptor succeeded", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(hidden, "planted")); err == nil {
+		t.Errorf("the sandbox wrote into a hidden host directory")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -406,4 +407,70 @@ func TestDetect(t *testing.T) {
 	testenv.Require(t, err == nil, "bubblewrap: %v", err)
 	err = Detect(context.Background(), bin)
 	testenv.Require(t, err == nil, "a working bubblewrap sandbox: %v", err)
+}
+
+func TestCommandReportsInitAndStart(t *testing.T) {
+	bin, err := Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	testenv.Require(t, Detect(context.Background(), bin) == nil, "a working bubblewrap sandbox")
+	ws := tempWorkspace(t)
+	sb, err := NewPolicy(ws).Prepare(os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	cmd, err := sb.Command(bin, []string{"sh", "-c", "readlink /proc/1/ns/pid; ls /proc/self/fd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sb.Launched()
+	pid, ns, ok := sb.Init()
+	err = cmd.Wait()
+	if err != nil || !ok || pid <= 0 || !sb.Started() {
+		t.Fatalf("Init() = %d, %d, %v; Started %v; Wait %v; output %q", pid, ns, ok, sb.Started(), err, out.String())
+	}
+	if want := "pid:[" + strconv.FormatUint(ns, 10) + "]\n"; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("the command's PID namespace is %q, Init reported %q", out.String(), want)
+	}
+	// The command inherits only 0, 1 and 2 (and the fd ls opens): not the
+	// marker or the status descriptor.
+	if fds := strings.Fields(strings.SplitN(out.String(), "\n", 2)[1]); !slices.Equal(fds, []string{"0", "1", "2", "3"}) {
+		t.Errorf("the command holds descriptors %v", fds)
+	}
+	if _, err := sb.Command(bin, []string{"true"}); err == nil {
+		t.Errorf("a second Command on one Sandbox succeeded")
+	}
+}
+
+func TestSetupFailureIsNotTheCommandsFailure(t *testing.T) {
+	bin, err := Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	testenv.Require(t, Detect(context.Background(), bin) == nil, "a working bubblewrap sandbox")
+	ws := tempWorkspace(t)
+	gone := filepath.Join(t.TempDir(), "tool")
+	os.Mkdir(gone, 0o755)
+	sb, err := NewPolicy(ws).WithReadOnly(gone).Prepare(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	os.Remove(gone) // vanishes between Prepare and bwrap: bwrap cannot bind it
+	cmd, _ := sb.Command(bin, []string{"sh", "-c", "echo ran; exit 1"})
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Start()
+	sb.Launched()
+	cmd.Wait()
+	if sb.Started() || strings.Contains(stdout.String(), "ran") {
+		t.Fatalf("Started() = true after bwrap failed to set up (stdout %q)", stdout.String())
+	}
+	err = sb.Failure(context.Background(), stderr.String())
+	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), gone) || !strings.Contains(err.Error(), ws) {
+		t.Errorf("Failure = %v; want ErrSetup with bwrap's message and the workspace", err)
+	}
 }

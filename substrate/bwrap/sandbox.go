@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,8 +32,20 @@ type Sandbox struct {
 	bin     string
 	markerR *os.File
 	markerW *os.File
+	statusR *os.File
+	statusW *os.File
 	started bool
 	checked bool
+
+	initOnce sync.Once
+	init     initInfo
+}
+
+// initInfo is what bwrap reports first on its status descriptor: the
+// host PID of the namespace's init and the namespace.
+type initInfo struct {
+	PID   int    `json:"child-pid"`
+	PIDNS uint64 `json:"pid-namespace"`
 }
 
 // createdPath is a mount point cordon created on the host for an absent
@@ -337,22 +350,27 @@ func lookupEnv(environ []string, name string) (string, bool) {
 }
 
 // markerFD is the descriptor on which the sandbox's prologue reports that
-// it runs: the first of exec.Cmd.ExtraFiles.
-const markerFD = 3
+// it runs: the first of exec.Cmd.ExtraFiles. statusFD, the second, is
+// bwrap's --json-status-fd, on which it reports the namespace's init.
+const (
+	markerFD = 3
+	statusFD = 4
+)
 
 // prologue runs inside the finished sandbox as /bin/sh -c PROLOGUE cordon
 // CMD ARGS...: it reports on markerFD, closes it, and executes the command,
 // so that a command not found exits 127 and one not executable 126, as in a
 // shell. dash's exec takes no options; a command that starts with "-" goes
 // through env(1), whose exit codes are the same.
-const prologue = `printf x >&3 && exec 3>&- && unset PWD && case $1 in -*) exec /usr/bin/env -- "$@";; esac && exec "$@"`
+const prologue = `printf x >&3 && exec 3>&- 4>&- && unset PWD && case $1 in -*) exec /usr/bin/env -- "$@";; esac && exec "$@"`
 
-// Args returns bwrap's argument list (without the program name) for argv.
-// The arguments after "--" are the prologue and argv: they are never read
-// as options of bwrap.
+// Args returns bwrap's argument list (without the program name) for argv,
+// as [Sandbox.Command] runs it: the options, the status descriptor, then
+// "--", the prologue and argv, which are never read as options of bwrap.
+// It expects descriptors 3 and 4 to be the pipes Command sets up.
 func (s *Sandbox) Args(argv []string) []string {
 	a := slices.Clone(s.args)
-	a = append(a, "--", "/bin/sh", "-c", prologue, "cordon")
+	a = append(a, "--json-status-fd", fmt.Sprint(statusFD), "--", "/bin/sh", "-c", prologue, "cordon")
 	return append(a, argv...)
 }
 
@@ -388,8 +406,15 @@ func (s *Sandbox) Policy() Policy { return s.policy }
 
 // Command returns the command that runs argv in the sandbox with the bwrap
 // binary bin. The caller sets its streams and process attributes, starts
-// it, waits for it, and then asks [Sandbox.Started] whether the command ran
-// at all. A Sandbox makes one command.
+// it, calls [Sandbox.Launched], waits for it, and then asks
+// [Sandbox.Started] whether the command ran at all. A Sandbox makes one
+// command.
+//
+// Command marks every descriptor of the calling process above 2
+// close-on-exec: bwrap hands whatever it inherits to the command, and a
+// descriptor the process inherited from its own parent (an open directory
+// outside the workspace, a socket) would otherwise reach the sandbox. The
+// command gets its standard streams and nothing else.
 func (s *Sandbox) Command(bin string, argv []string) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, invalid("no command to run")
@@ -399,18 +424,62 @@ func (s *Sandbox) Command(bin string, argv []string) (*exec.Cmd, error) {
 	if s.markerW != nil || s.checked {
 		return nil, invalid("a sandbox runs one command")
 	}
-	r, w, err := os.Pipe()
+	if err := closeOnExecAll(); err != nil {
+		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err,
+			detail: "cannot keep this process's descriptors out of the sandbox: " + err.Error()}
+	}
+	mr, mw, err := os.Pipe()
 	if err != nil {
 		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
-	s.bin, s.markerR, s.markerW = bin, r, w
+	sr, sw, err := os.Pipe()
+	if err != nil {
+		mr.Close()
+		mw.Close()
+		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err, detail: err.Error()}
+	}
+	s.bin, s.markerR, s.markerW, s.statusR, s.statusW = bin, mr, mw, sr, sw
 	return &exec.Cmd{
 		Path:       bin,
 		Args:       append([]string{"bwrap"}, s.Args(argv)...),
 		Env:        s.Env(),
 		Dir:        "/",
-		ExtraFiles: []*os.File{w}, // markerFD
+		ExtraFiles: []*os.File{mw, sw}, // markerFD, statusFD
 	}, nil
+}
+
+// Launched closes this process's copies of the descriptors the command
+// inherited, so that their readers see the end when bwrap and the
+// sandbox are gone. Call it once the command's Start has returned.
+func (s *Sandbox) Launched() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range []*os.File{s.markerW, s.statusW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Init returns the host PID of the sandbox's init (PID 1 of its PID
+// namespace) and the namespace's inode number, as bwrap reports them right
+// after creating it; ok is false when bwrap ended before that. It blocks
+// until then. When the init has exited, every process of the sandbox is
+// gone: the kernel kills the namespace first.
+func (s *Sandbox) Init() (pid int, pidNS uint64, ok bool) {
+	s.initOnce.Do(func() {
+		s.mu.Lock()
+		r := s.statusR
+		s.mu.Unlock()
+		if r == nil {
+			return
+		}
+		var info initInfo
+		if err := json.NewDecoder(r).Decode(&info); err == nil && info.PID > 0 {
+			s.init = info
+		}
+	})
+	return s.init.PID, s.init.PIDNS, s.init.PID > 0
 }
 
 // Started reports whether the command began to run inside the sandbox:
@@ -424,7 +493,6 @@ func (s *Sandbox) Started() bool {
 		return s.started
 	}
 	s.checked = true
-	s.markerW.Close()
 	// Every process that held the write end is gone once the command has
 	// exited (the PID namespace died with it); the deadline only guards
 	// against a descriptor smuggled out.
@@ -460,7 +528,7 @@ func (s *Sandbox) Failure(ctx context.Context, stderr string) error {
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.markerR, s.markerW} {
+	for _, f := range []*os.File{s.markerR, s.markerW, s.statusR, s.statusW} {
 		if f != nil {
 			f.Close()
 		}
