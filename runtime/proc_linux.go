@@ -39,6 +39,22 @@ func hostAttr(ns bool) (*syscall.SysProcAttr, []string) {
 	return a, []string{"host: own session and process group", "host: PID 1 of a private PID namespace: the tree dies with the command"}
 }
 
+// newSessionKeyring gives the calling thread a new, empty, anonymous
+// session keyring, which the processes it starts inherit: the session
+// keyring of cordon's caller, and the keys and keyrings linked into it (the
+// user keyring, Kerberos tickets, ...), stay out of the sandbox. Where
+// keyctl is unavailable or forbidden (ENOSYS, or EPERM/EACCES from a
+// seccomp filter or LSM, which the sandbox inherits), there is no keyring
+// to reach.
+func newSessionKeyring() error {
+	_, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+	switch e {
+	case 0, unix.ENOSYS, unix.EPERM, unix.EACCES:
+		return nil
+	}
+	return e
+}
+
 // nsRefused reports whether a start failed because the namespaces could not
 // be created, so that a start without them is worth trying.
 func nsRefused(err error) bool {

@@ -25,6 +25,8 @@ func hostAttr(ns bool) (*syscall.SysProcAttr, []string) {
 
 func nsRefused(error) bool { return false }
 
+func newSessionKeyring() error { return nil }
+
 func setPipeSize(*os.File, int) {}
 
 // signalTree signals the process group of pid.

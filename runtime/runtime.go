@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -252,9 +253,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	cmd.SysProcAttr = bwrapAttr()
 	s.Logger.Debug("run", "spec", s.String(), "bwrap", bin)
-	t, err := start(cmd, s)
+	t, err := start(cmd, s, true)
 	sb.Launched()
-	if err != nil {
+	var keyErr *keyringError
+	switch {
+	case errors.As(err, &keyErr):
+		return res, &bwrap.Error{Op: "start", Root: s.Policy.Workspace(), Err: bwrap.ErrSetup, Cause: err}
+	case err != nil:
 		return res, bwrap.Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
 	}
 	// bwrap can exit as soon as the command has, while its init is still
@@ -319,7 +324,7 @@ func runHost(ctx context.Context, s Spec) (Result, error) {
 		}
 		res.Mechanisms = append([]string{"host: no sandbox (explicit --no-sandbox)"}, mechs...)
 		s.Logger.Debug("run", "spec", s.String(), "pid-namespace", ns)
-		t, err = start(cmd, s)
+		t, err = start(cmd, s, false)
 		if err == nil || !nsRefused(err) {
 			break
 		}
@@ -401,8 +406,8 @@ type tree struct {
 }
 
 // start starts cmd with its output going to bounded buffers through large
-// pipes.
-func start(cmd *exec.Cmd, s Spec) (*tree, error) {
+// pipes; with freshKeyring, in a session keyring of its own.
+func start(cmd *exec.Cmd, s Spec, freshKeyring bool) (*tree, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -425,7 +430,29 @@ func start(cmd *exec.Cmd, s Spec) (*tree, error) {
 		drained: make(chan struct{}), exited: make(chan struct{}), logger: s.Logger,
 	}
 	t.started = time.Now()
-	err = cmd.Start()
+	started := make(chan error, 1)
+	go func() {
+		// This goroutine's thread forks the command and lives exactly as
+		// long as the run: the child's Pdeathsig fires when the thread
+		// that forked it exits, and in the sandbox the thread carries the
+		// command's fresh session keyring. The goroutine ends locked to
+		// its thread, which ends the thread.
+		goruntime.LockOSThread()
+		if freshKeyring {
+			if err := newSessionKeyring(); err != nil {
+				started <- &keyringError{err}
+				return
+			}
+		}
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			return
+		}
+		cmd.Wait() // the outcome is in cmd.ProcessState
+		close(t.exited)
+	}()
+	err = <-started
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -440,12 +467,16 @@ func start(cmd *exec.Cmd, s Spec) (*tree, error) {
 		<-done
 		close(t.drained)
 	}()
-	go func() {
-		cmd.Wait() // the outcome is in cmd.ProcessState
-		close(t.exited)
-	}()
 	return t, nil
 }
+
+// keyringError is a failure to give the sandbox a session keyring.
+type keyringError struct{ err error }
+
+func (e *keyringError) Error() string {
+	return "cannot give the command a session keyring of its own: " + e.err.Error()
+}
+func (e *keyringError) Unwrap() error { return e.err }
 
 // readBuffers recycles drain's read buffers across runs: a run that
 // prints nothing should not leave half a megabyte to the collector.

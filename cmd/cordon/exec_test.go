@@ -20,6 +20,9 @@ import (
 // TestMain lets the test binary act as cordon itself when the tests run it
 // as a subprocess (to give cordon a real environment, a PATH, signals).
 func TestMain(m *testing.M) {
+	if secret := os.Getenv("CORDON_TEST_SESSION_KEY"); secret != "" {
+		withSessionKey(secret)
+	}
 	if os.Getenv("CORDON_TEST_AS_CORDON") == "1" {
 		os.Exit(doMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

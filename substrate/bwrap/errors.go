@@ -48,7 +48,11 @@ func (e *Error) Error() string {
 		}
 		return UnavailableMessage
 	case ErrSetup:
-		return fmt.Sprintf("cannot set up the sandbox for workspace %s: %s", e.Root, e.detail)
+		why := e.detail
+		if why == "" && e.Cause != nil {
+			why = e.Cause.Error()
+		}
+		return fmt.Sprintf("cannot set up the sandbox for workspace %s: %s", e.Root, why)
 	case ErrProtectedPath:
 		return fmt.Sprintf("refusing to start the sandbox — %s is %s; harness state and write-later paths are bound read-only inside %s and must not be symlinks",
 			e.Path, e.detail, e.Root)
