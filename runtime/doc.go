@@ -31,6 +31,12 @@
 // namespace dies with it: no process a run started outlives it, background
 // jobs included.
 //
+// In the sandbox the command also gets a session keyring of its own: the
+// thread that starts bwrap joins a new, empty, anonymous session keyring
+// first, so the keys of cordon's caller (and the user keyring linked into
+// its session keyring) stay out. That thread lives exactly as long as the
+// run, since the Pdeathsig backstop follows the thread that forked.
+//
 // # Output
 //
 // Standard output and error are read to the end through large pipes with
@@ -60,5 +66,12 @@
 //     with 127 looks like a command not found.
 //   - There is no limit on memory, CPU or process count yet; the time bound
 //     is wall-clock.
+//   - Each sandboxed run holds one anonymous keyring while it runs, counted
+//     against the user's key quota (kernel/keys/maxkeys, 200 by default for
+//     a non-root user): very many concurrent runs of one user fail to start
+//     ([bwrap.ErrSetup]) rather than share the caller's keyring.
+//   - Spec.Stdin is passed on as it is: when it is a terminal, the command
+//     can read it and write to it (it cannot make it its controlling
+//     terminal or inject input: it runs in a new session).
 //   - Linux only for the sandbox; elsewhere only the host substrate runs.
 package runtime

@@ -43,7 +43,10 @@
 // unshared unless the policy says [NetHost] ([UnshareNet], [ShareNet]).
 // The environment is exactly PATH (led by <workspace>/.local/bin), HOME,
 // LANG, TERM and the names the policy grants ([ClearEnv]); it reaches bwrap
-// as its environment, never on its command line.
+// as its environment, never on its command line. The command inherits no
+// descriptor but its standard streams: [Sandbox.Command] marks every other
+// descriptor of the calling process close-on-exec, since bwrap passes on
+// what it inherits ([NoInheritedFDs]).
 //
 // The same flags hold when cordon runs as root: bwrap then maps root onto
 // itself in the new user namespace, where it holds no capability and cannot

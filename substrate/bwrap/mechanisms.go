@@ -56,6 +56,9 @@ var (
 	// DieWithParent: the sandbox is killed when bwrap dies (a backstop;
 	// the PID namespace is the mechanism).
 	DieWithParent = mech("die-with-parent", "--die-with-parent")
+	// NoInheritedFDs: the command gets its standard streams and no other
+	// descriptor of the caller's.
+	NoInheritedFDs = mech("no-inherited-fds", "every descriptor above 2 close-on-exec before bwrap starts")
 	// ClearEnv: the environment is exactly the allow-list.
 	ClearEnv = mech("clearenv", "environment: PATH=<ws>/.local/bin:..., HOME, LANG, TERM and granted names only")
 )

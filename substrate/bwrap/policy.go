@@ -192,7 +192,7 @@ func (p Policy) String() string {
 // Mechanisms lists the named mechanisms the policy applies, in the order
 // of the mount table.
 func (p Policy) Mechanisms() []substrate.Mechanism {
-	m := []substrate.Mechanism{UnshareUser, CapDrop, UnsharePID, UnshareIPC, NewSession, DieWithParent,
+	m := []substrate.Mechanism{UnshareUser, CapDrop, UnsharePID, UnshareIPC, NewSession, DieWithParent, NoInheritedFDs,
 		ReadOnlyRoot, TmpfsTmp, EmptyHome, HideHomes, HideServiceSockets}
 	switch p.access {
 	case AccessNone:
