@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+// buildCordon builds the cordon binary for a benchmark.
+func buildCordon(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "cordon")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		b.Skipf("cannot build cordon: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// benchWorkspace returns a workspace whose protected paths all exist, so
+// that the raw bwrap invocation needs no mount points made for it.
+func benchWorkspace(b *testing.B) string {
+	ws, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []string{".efferent", ".foundry", ".git/hooks"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o700)
+	}
+	os.WriteFile(filepath.Join(ws, ".git/config"), nil, 0o644)
+	return ws
+}
+
+func timeRun(b *testing.B, cmd *exec.Cmd) time.Duration {
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%v: %v", cmd.Args, err)
+	}
+	return time.Since(start)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// BenchmarkExecTrue runs, interleaved in one loop, `cordon exec -- true`,
+// the raw bwrap invocation with the same options (`bwrap OPTIONS -- true`,
+// built by the same code), runtime.Run in process, and the bare `true`,
+// and reports the medians and their ratios.
+func BenchmarkExecTrue(b *testing.B) {
+	needBwrap(b)
+	cordon := buildCordon(b)
+	ws := benchWorkspace(b)
+	bin, _ := bwrap.Find(os.Getenv("PATH"))
+	policy := bwrap.NewPolicy(ws)
+	sb, err := policy.Prepare(os.Environ())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawArgs := append(sb.Options(), "--", "true")
+	rawEnv := sb.Env()
+	sb.Close()
+	trueBin, _ := exec.LookPath("true")
+
+	var cli, raw, lib, bare []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		c := exec.Command(cordon, "exec", "--", "true")
+		c.Dir = ws
+		cli = append(cli, timeRun(b, c))
+
+		r := exec.Command(bin, rawArgs...)
+		r.Env = rawEnv
+		raw = append(raw, timeRun(b, r))
+
+		start := time.Now()
+		res, err := runtime.Run(context.Background(), runtime.Spec{Command: []string{"true"}, Policy: policy})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("runtime.Run: %v %v", res, err)
+		}
+		lib = append(lib, time.Since(start))
+
+		bare = append(bare, timeRun(b, exec.Command(trueBin)))
+	}
+	b.StopTimer()
+	mc, mr, ml, mb := median(cli), median(raw), median(lib), median(bare)
+	b.ReportMetric(float64(mc.Microseconds()), "cordon-µs")
+	b.ReportMetric(float64(mr.Microseconds()), "bwrap-µs")
+	b.ReportMetric(float64(ml.Microseconds()), "runtime.Run-µs")
+	b.ReportMetric(float64(mb.Microseconds()), "bare-µs")
+	b.ReportMetric(float64(mc)/float64(mr), "cordon/bwrap")
+	b.ReportMetric(float64(ml)/float64(mr), "runtime.Run/bwrap")
+	b.ReportMetric(float64(mr)/float64(mb), "bwrap/bare")
+	b.ReportMetric(0, "ns/op") // the per-op time mixes four commands; the medians above are the figures
+}
+
+// BenchmarkFlood captures a 1 GiB flood with `cordon exec` and compares
+// its rate with `cat` into /dev/null, side by side; it also reports
+// cordon's peak resident memory for a 64 MiB and a 1 GiB flood.
+func BenchmarkFlood(b *testing.B) {
+	needBwrap(b)
+	cordon := buildCordon(b)
+	ws := benchWorkspace(b)
+	const gib = 1 << 30
+	flood := func(n int) *exec.Cmd {
+		c := exec.Command(cordon, "exec", "--", "head", "-c", fmt.Sprint(n), "/dev/zero")
+		c.Dir = ws
+		return c
+	}
+	maxRSS := func(c *exec.Cmd) int64 {
+		return c.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+	}
+	var withCordon, withCat []time.Duration
+	var rssSmall, rssLarge int64
+	b.ResetTimer()
+	for range b.N {
+		c := flood(gib)
+		withCordon = append(withCordon, timeRun(b, c))
+		rssLarge = max(rssLarge, maxRSS(c))
+		withCat = append(withCat, timeRun(b, exec.Command("sh", "-c", fmt.Sprintf("head -c %d /dev/zero | cat > /dev/null", gib))))
+		small := flood(64 << 20)
+		timeRun(b, small)
+		rssSmall = max(rssSmall, maxRSS(small))
+	}
+	b.StopTimer()
+	mc, mk := median(withCordon), median(withCat)
+	b.ReportMetric(float64(gib)/mc.Seconds()/(1<<20), "cordon-MiB/s")
+	b.ReportMetric(float64(gib)/mk.Seconds()/(1<<20), "cat-MiB/s")
+	b.ReportMetric(mk.Seconds()/mc.Seconds(), "cordon-rate/cat-rate")
+	b.ReportMetric(float64(rssSmall), "peak-KiB-64MiB")
+	b.ReportMetric(float64(rssLarge), "peak-KiB-1GiB")
+	b.ReportMetric(float64(rssLarge)/float64(rssSmall), "peak-1GiB/peak-64MiB")
+	b.ReportMetric(0, "ns/op")
+}

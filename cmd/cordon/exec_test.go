@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+// TestMain lets the test binary act as cordon itself when the tests run it
+// as a subprocess (to give cordon a real environment, a PATH, signals).
+func TestMain(m *testing.M) {
+	if secret := os.Getenv("CORDON_TEST_SESSION_KEY"); secret != "" {
+		withSessionKey(secret)
+	}
+	if os.Getenv("CORDON_TEST_AS_CORDON") == "1" {
+		os.Exit(doMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func needBwrap(t testing.TB) {
+	t.Helper()
+	bin, err := bwrap.Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	err = bwrap.Detect(context.Background(), bin)
+	testenv.Require(t, err == nil, "a working bubblewrap sandbox: %v", err)
+}
+
+// tempWorkspace returns a canonical workspace directory.
+func tempWorkspace(t *testing.T) string {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// cordonMain runs doMain and returns its exit code and output.
+func cordonMain(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := doMain(args, strings.NewReader(stdin), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// cordonProcess returns the test binary set up to run as cordon with args,
+// in the environment env (which replaces the test's).
+func cordonProcess(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(env, "CORDON_TEST_AS_CORDON=1")
+	return cmd
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func TestExecUsageErrors(t *testing.T) {
+	ws := tempWorkspace(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec"}, "exec needs a command"},
+		{[]string{"exec", "--"}, "exec needs a command"},
+		{[]string{"exec", "--timeout", "-1s", "--", "true"}, "--timeout must be a positive duration"},
+		{[]string{"exec", "--timeout", "0", "--", "true"}, "--timeout must be a positive duration"},
+		{[]string{"exec", "--timeout", "soon", "--", "true"}, "invalid argument \"soon\""},
+		{[]string{"exec", "--max-output", "1.5MiB", "--", "true"}, "--max-output: invalid size"},
+		{[]string{"exec", "--max-output", "0", "--", "true"}, "--max-output must be positive"},
+		{[]string{"exec", "--max-output", "lots", "--", "true"}, "--max-output: invalid size"},
+		{[]string{"exec", "--net", "wifi", "--", "true"}, "--net: unknown network \"wifi\""},
+		{[]string{"exec", "--env", "LD_PRELOAD", "--", "true"}, "refusing to pass LD_PRELOAD into the sandbox"},
+		{[]string{"exec", "--env", "PATH", "--", "true"}, "refusing to pass PATH into the sandbox"},
+		{[]string{"exec", "--env", "BASH_ENV", "--", "true"}, "refusing to pass BASH_ENV"},
+		{[]string{"exec", "--substrate", "chroot", "--", "true"}, "unknown substrate \"chroot\""},
+		{[]string{"exec", "--no-sandbox", "--net", "none", "--", "true"}, "--no-sandbox cannot restrict the network"},
+		{[]string{"exec", "--no-sandbox", "--substrate", "bwrap", "--", "true"}, "drop --substrate or --no-sandbox"},
+		{[]string{"exec", "--frobnicate", "--", "true"}, "unknown flag: --frobnicate"},
+	} {
+		code, stdout, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("cordon %q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestExecHelp(t *testing.T) {
+	code, stdout, _ := cordonMain(t, "", "exec", "--help")
+	if code != exitOK || !strings.HasPrefix(stdout, "usage: cordon exec") {
+		t.Errorf("exec --help: exit %d, %q", code, stdout)
+	}
+}
+
+func TestExecCannotRunThis(t *testing.T) {
+	ws := tempWorkspace(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--substrate", "landlock", "--", "true"}, "substrate landlock is not available in this build"},
+		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
+		{[]string{"exec", "--autonomy", "high", "--", "true"}, "autonomy levels are not available yet"},
+	} {
+		code, _, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
+		if code != exitCannotRun || !strings.Contains(stderr, tc.want) {
+			t.Errorf("cordon %q: exit %d, stderr %q; want exit 125 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestExecJSON(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	code, stdout, stderr := cordonMain(t, "from stdin\n", "-w", ws, "exec", "--json", "--max-output", "16", "--",
+		"sh", "-c", `cat; echo err >&2; head -c 100 /dev/zero | tr '\0' y; exit 7`)
+	if code != 7 {
+		t.Fatalf("exit %d, want the command's 7 (stderr %q)", code, stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"exit_code", "signal", "timed_out", "stdout", "stderr", "stdout_bytes", "stderr_bytes",
+		"stdout_clipped", "stderr_clipped", "duration_ms", "substrate", "sandboxed"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, stdout)
+		}
+	}
+	want := map[string]any{"exit_code": 7.0, "timed_out": false, "stdout_bytes": 111.0, "stdout_clipped": true,
+		"stderr": "err\n", "substrate": "bwrap", "sandboxed": true}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if s, _ := got["stdout"].(string); !strings.HasPrefix(s, "from std") || !strings.Contains(s, "[... 95 bytes dropped ...]") || !strings.HasSuffix(s, "yyyyyyyy") {
+		t.Errorf("stdout %q: want head, dropped count, tail", s)
+	}
+}
+
+func TestExecExitCodes(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "script.sh"), []byte("#!/bin/sh\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"exec", "--", "true"}, 0},
+		{[]string{"exec", "--", "sh", "-c", "exit 7"}, 7},
+		{[]string{"exec", "--", "no-such-program-here"}, exitNotFound},
+		{[]string{"exec", "--", "./script.sh"}, exitNotExec},
+		{[]string{"exec", "--timeout", "500ms", "--", "sleep", "30"}, exitTimeout},
+		// After "--" everything is the command: these are not cordon's
+		// flags and not bwrap's.
+		{[]string{"exec", "--", "--json"}, exitNotFound},
+		{[]string{"exec", "--", "--bind", "/", "/"}, exitNotFound},
+		{[]string{"exec", "--no-sandbox", "--", "sh", "-c", "exit 9"}, 9},
+	} {
+		code, _, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("cordon %q: exit %d, want %d (stderr %q)", tc.args, code, tc.code, stderr)
+		}
+	}
+	code, stdout, _ := cordonMain(t, "", "-w", ws, "exec", "--", "sh", "-c", `printf '%s|' "$@"`, "sh", "--timeout", "1s", "--json")
+	if code != 0 || stdout != "--timeout|1s|--json|" {
+		t.Errorf("arguments after -- reached the command as %q (exit %d)", stdout, code)
+	}
+}
+
+func TestExecRefusesASymlinkedHarnessDirectory(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	os.Symlink("/etc", filepath.Join(ws, ".efferent"))
+	code, stdout, _ := cordonMain(t, "", "-w", ws, "--json", "exec", "--", "touch", "ran")
+	var r refusalJSON
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	if code != exitRefused || r.Error != "ProtectedPath" || r.Path != ".efferent" || !strings.Contains(r.Message, ws) {
+		t.Errorf("exit %d, refusal %+v; want exit 3, ProtectedPath naming .efferent and the workspace", code, r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Errorf("the command ran")
+	}
+}
+
+// TestExecFailsClosed runs cordon with a PATH that has no bwrap, and with
+// one whose bwrap cannot create a sandbox: exit 125, a message that names
+// the fix, and the command does not run. --no-sandbox runs it and says so.
+func TestExecFailsClosed(t *testing.T) {
+	ws := tempWorkspace(t)
+	empty := t.TempDir()
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: creating new namespace failed: Operation not permitted' >&2\nexit 1\n"), 0o755)
+	marker := filepath.Join(ws, "ran")
+	for _, tc := range []struct{ name, path, reason string }{
+		{"no bwrap", empty + ":/nonexistent", "bwrap not found in PATH"},
+		{"broken bwrap", broken + ":/usr/bin:/bin", "Operation not permitted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, asJSON := range []bool{false, true} {
+				args := []string{"-w", ws, "exec", "--", "/bin/sh", "-c", "echo ran > " + marker}
+				if asJSON {
+					args = append([]string{"--json"}, args...)
+				}
+				cmd := cordonProcess(t, []string{"PATH=" + tc.path}, args...)
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				code := exitCode(cmd.Run())
+				if code != exitCannotRun {
+					t.Fatalf("exit %d, want 125 (stdout %q stderr %q)", code, stdout.String(), stderr.String())
+				}
+				msg := stderr.String()
+				if asJSON {
+					var r refusalJSON
+					if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.Error != "SandboxUnavailable" {
+						t.Fatalf("--json: %q, %v; want a SandboxUnavailable refusal", stdout.String(), err)
+					}
+					msg = "cordon: " + r.Message
+				}
+				if !strings.HasPrefix(msg, "cordon: "+bwrap.UnavailableMessage+" (") || !strings.Contains(msg, tc.reason) {
+					t.Errorf("message %q: want the fix and the reason %q", msg, tc.reason)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("the command ran without a sandbox")
+				}
+			}
+			cmd := cordonProcess(t, []string{"PATH=" + tc.path + ":/usr/bin:/bin"}, "-w", ws, "--json", "exec", "--no-sandbox", "--", "/bin/sh", "-c", "echo ran > "+marker)
+			out, err := cmd.Output()
+			var res map[string]any
+			if err != nil || json.Unmarshal(out, &res) != nil || res["sandboxed"] != false || res["substrate"] != "host" {
+				t.Fatalf("--no-sandbox: %v %s", err, out)
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Fatalf("--no-sandbox did not run the command: %v", err)
+			}
+			os.Remove(marker)
+		})
+	}
+}
+
+// TestExecKeepsCordonsSecretsOut sets a secret in cordon's own environment
+// and looks for it inside by every route.
+func TestExecKeepsCordonsSecretsOut(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	secret := fmt.Sprintf("tok-%d", time.Now().UnixNano())
+	env := append(os.Environ(), "SECRET_TOKEN="+secret, "PASSED_ON="+secret+"-granted")
+	cmd := cordonProcess(t, env, "-w", ws, "exec", "--env", "PASSED_ON", "--",
+		"sh", "-c", `env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n'; ls -a "$HOME"`)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(strings.ReplaceAll(string(out), secret+"-granted", ""), secret) {
+		t.Fatalf("SECRET_TOKEN reached the sandbox:\n%s", out)
+	}
+	if !strings.Contains(string(out), "PASSED_ON="+secret+"-granted") {
+		t.Errorf("--env PASSED_ON did not pass the variable in:\n%s", out)
+	}
+}
+
+// TestExecSignalEndsTheTree sends SIGTERM and SIGINT to cordon while its
+// command's tree (setsid, double fork, SIGTERM ignored) runs: cordon exits
+// 128+signal and nothing of the tree survives.
+func TestExecSignalEndsTheTree(t *testing.T) {
+	needBwrap(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ws := tempWorkspace(t)
+			marker := markedSleep(t, ws)
+			script := fmt.Sprintf(`trap '' TERM INT
+setsid sh -c '(trap "" TERM; exec %[1]s 300) & exit 0'
+%[1]s 300 &
+wait`, marker)
+			cmd := cordonProcess(t, os.Environ(), "-w", ws, "exec", "--", "sh", "-c", script)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for len(processesWith(marker)) < 2 {
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("the tree did not start")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if code := exitCode(err); code != 128+int(sig) {
+					t.Errorf("cordon exited %d after %v, want %d", code, sig, 128+int(sig))
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("cordon did not exit after %v", sig)
+			}
+			if left := processesWith(marker); len(left) > 0 {
+				t.Errorf("processes outlived cordon: %v", left)
+			}
+		})
+	}
+}
+
+// markedSleep makes <ws>/.local/bin/sleep-MARKER, a symlink to sleep(1),
+// and returns its name, which processesWith finds on the host.
+func markedSleep(t *testing.T, ws string) string {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, _ = filepath.EvalSymlinks(sleep)
+	name := fmt.Sprintf("sleep-cordon-marker-%d-%d", os.Getpid(), time.Now().UnixNano())
+	bin := filepath.Join(ws, ".local", "bin")
+	os.MkdirAll(bin, 0o755)
+	if err := os.Symlink(sleep, filepath.Join(bin, name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range processesWith(name) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return name
+}
+
+// processesWith returns the PIDs of host processes whose argv[0] is name.
+func processesWith(name string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if err == nil && filepath.Base(argv0) == name {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

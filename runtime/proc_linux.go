@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// bwrapAttr starts bwrap in a session and process group of its own, killed
+// if cordon's thread dies (a backstop: bwrap's --die-with-parent and the
+// PID namespace are the mechanism).
+func bwrapAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// hostAttr returns the attributes of a command on the host: its own
+// session and process group and, with ns, a private PID namespace (through
+// a user namespace mapping the caller's own IDs when not root). It returns
+// the mechanisms that describe it.
+func hostAttr(ns bool) (*syscall.SysProcAttr, []string) {
+	a := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if !ns {
+		return a, []string{"host: own session and process group; no PID namespace could be created, so a process that leaves the group and loses its parent can outlive the run"}
+	}
+	a.Cloneflags = syscall.CLONE_NEWPID
+	if uid := os.Geteuid(); uid != 0 {
+		gid := os.Getegid()
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+		return a, []string{"host: own session and process group", "host: PID 1 of a private PID namespace (in a user namespace mapping the caller's IDs): the tree dies with the command"}
+	}
+	return a, []string{"host: own session and process group", "host: PID 1 of a private PID namespace: the tree dies with the command"}
+}
+
+// newSessionKeyring gives the calling thread a new, empty, anonymous
+// session keyring, which the processes it starts inherit: the session
+// keyring of cordon's caller, and the keys and keyrings linked into it (the
+// user keyring, Kerberos tickets, ...), stay out of the sandbox. Where
+// keyctl is unavailable or forbidden (ENOSYS, or EPERM/EACCES from a
+// seccomp filter or LSM, which the sandbox inherits), there is no keyring
+// to reach.
+func newSessionKeyring() error {
+	_, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+	switch e {
+	case 0, unix.ENOSYS, unix.EPERM, unix.EACCES:
+		return nil
+	}
+	return e
+}
+
+// nsRefused reports whether a start failed because the namespaces could not
+// be created, so that a start without them is worth trying.
+func nsRefused(err error) bool {
+	for _, e := range []error{unix.EPERM, unix.EINVAL, unix.ENOSPC, unix.EUSERS, unix.EACCES} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// setPipeSize asks for a larger pipe buffer, which lets a flood through
+// with fewer context switches. Failure only costs speed.
+func setPipeSize(f *os.File, n int) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, n) })
+	}
+}
+
+// signalTree sends sig to the tree of pid and returns pidfds of the
+// processes it signalled below pid, so that [awaitGone] can wait for them:
+// the caller closes them. In the sandbox, pid is bwrap: SIGTERM goes to
+// every process below it (bwrap would die of it at once, and its death
+// kills the namespace without a grace period), SIGKILL to bwrap's group and
+// everything below, which ends the PID namespace. On the host both go to
+// the command's process group and to every descendant linked by parent.
+// Signals go through pidfds, so a PID reused meanwhile is never hit.
+func signalTree(pid int, sandboxed bool, sig unix.Signal) []int {
+	var fds []int
+	seen := map[int]bool{}
+	hit := func() int {
+		n := 0
+		for _, d := range descendants(pid) {
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			fd, err := unix.PidfdOpen(d, 0)
+			if err != nil {
+				continue // gone already
+			}
+			fds = append(fds, fd)
+			unix.PidfdSendSignal(fd, sig, nil, 0)
+			n++
+		}
+		return n
+	}
+	if sig != unix.SIGKILL {
+		if !sandboxed {
+			unix.Kill(-pid, sig)
+		}
+		hit()
+		return fds
+	}
+	// Kill from the leaves' side first, a few rounds, so that a process
+	// forking during the kill is caught, then the root and its group.
+	for range 4 {
+		if hit() == 0 {
+			break
+		}
+	}
+	unix.Kill(-pid, sig)
+	unix.Kill(pid, sig)
+	return fds
+}
+
+// awaitGone waits, at most limit, until every process behind the pidfds
+// has exited, and closes them. When the init of a PID namespace has
+// exited, every process of the namespace is gone.
+func awaitGone(fds []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, fd := range fds {
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, int(left.Milliseconds())+1)
+			if n > 0 || (err != nil && err != unix.EINTR) {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+}
+
+// openInit returns a pidfd of the sandbox's init, pid, after checking that
+// it is still the init of the PID namespace pidNS; -1 when it is gone.
+func openInit(pid int, pidNS uint64) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1
+	}
+	link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		// Not ours to inspect: trust the pidfd, opened while bwrap, its
+		// parent, was running.
+	case err != nil || link != "pid:["+strconv.FormatUint(pidNS, 10)+"]":
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// killGroup sends sig to the process group pid leads.
+func killGroup(pid int, sig unix.Signal) { unix.Kill(-pid, sig) }
+
+// descendants returns the processes below pid, found by their parent links
+// in /proc.
+func descendants(pid int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	children := map[int][]int{}
+	for _, n := range names {
+		p, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := children[pid]
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		out = append(out, p)
+		queue = append(queue, children[p]...)
+	}
+	return out
+}
+
+// parentOf reads the parent of pid from /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 > len(b) {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+2:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(string(f[1]))
+	return pp, err == nil
+}

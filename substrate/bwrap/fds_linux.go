@@ -1,0 +1,41 @@
+package bwrap
+
+import (
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// closeOnExecAll marks every descriptor of this process above 2
+// close-on-exec. Go opens its own descriptors that way, but a descriptor
+// the process inherited from its parent is not, and bwrap passes whatever
+// it inherits on to the command: an open directory outside the workspace
+// would be a way around the mount table. exec.Cmd's ExtraFiles are
+// duplicated onto their numbers in the child, so they still pass.
+func closeOnExecAll() error {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	names, err := d.Readdirnames(-1)
+	self := int(d.Fd())
+	d.Close()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd <= 2 || fd == self {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err != nil {
+			return err
+		}
+	}
+	return nil
+}
