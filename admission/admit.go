@@ -151,6 +151,8 @@ type state struct {
 	mechs    map[string][]string
 	defaults capabilities.Set
 	reasons  []Reason
+	// preloaded: the files come from the registry, already verified.
+	preloaded bool
 }
 
 func (s *state) refuse(r Reason) { s.reasons = append(s.reasons, r) }
@@ -159,7 +161,34 @@ func (s *state) refuse(r Reason) { s.reasons = append(s.reasons, r) }
 // [*Refusal] listing every reason. Nothing is written anywhere: register
 // the result with [Registry.Register].
 func (a *Admitter) Admit(ctx context.Context, src Source) (*Admission, error) {
-	s := &state{src: src, mechs: map[string][]string{}}
+	return a.admit(ctx, &state{src: src, mechs: map[string][]string{}})
+}
+
+// Recheck runs a registered tool through the pipeline again, on this host
+// as it is now, with the declaration and files the registry holds. It
+// returns the new admission (same digest, new facts and mechanisms) or a
+// [*Refusal] saying what this host can no longer grant.
+func (a *Admitter) Recheck(ctx context.Context, t *Tool) (*Admission, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(t.Declaration); err != nil {
+		return nil, err
+	}
+	s := &state{src: Source{Name: "the registry", Data: buf.Bytes(), Format: FormatJSON}, mechs: map[string][]string{},
+		files: t.Files, preloaded: true}
+	adm, err := a.admit(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if adm.Grant.Digest != t.Grant.Digest {
+		return nil, fmt.Errorf("admission: recheck of %q changed its digest from %s to %s", t.Grant.Tool, t.Grant.Digest, adm.Grant.Digest)
+	}
+	return adm, nil
+}
+
+func (a *Admitter) admit(ctx context.Context, s *state) (*Admission, error) {
+	src := s.src
 	for _, c := range pipeline {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -255,6 +284,9 @@ func checkCombinations(_ context.Context, _ *Admitter, s *state) bool {
 // it, symlinks are followed only while they stay inside, harness state is
 // refused.
 func checkFiles(_ context.Context, a *Admitter, s *state) bool {
+	if s.preloaded {
+		return false
+	}
 	var names []string
 	switch s.decl.Kind {
 	case KindNative:
@@ -335,8 +367,7 @@ func checkFiles(_ context.Context, a *Admitter, s *state) bool {
 			artifact(field, name, "the tool's files add up to more than %d bytes", MaxFilesSize)
 			return false
 		}
-		sum := sha256.Sum256(data)
-		s.files = append(s.files, File{Path: clean, Data: data, Exec: en.Mode&0o111 != 0, Digest: "sha256:" + hex.EncodeToString(sum[:])})
+		s.files = append(s.files, newFile(clean, data, en.Mode&0o111 != 0))
 	}
 	slices.SortFunc(s.files, func(x, y File) int { return strings.Compare(x.Path, y.Path) })
 	return false
@@ -572,4 +603,9 @@ func oneLine(s string) string {
 		s = s[:400] + "…"
 	}
 	return s
+}
+
+func newFile(p string, data []byte, exec bool) File {
+	sum := sha256.Sum256(data)
+	return File{Path: p, Data: data, Exec: exec, Digest: "sha256:" + hex.EncodeToString(sum[:])}
 }
