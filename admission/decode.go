@@ -126,7 +126,13 @@ func decodeJSON(data []byte) (*Declaration, error) {
 
 // checkJSON walks the tokens of data: one JSON object, nothing after it,
 // no duplicate key in any object, nesting at most MaxDepth.
-func checkJSON(data []byte) error {
+func checkJSON(data []byte) error { return checkJSONValue(data, true) }
+
+// compactJSON writes data without insignificant space.
+func compactJSON(dst *bytes.Buffer, data []byte) error { return json.Compact(dst, data) }
+
+// checkJSONValue is checkJSON for any one JSON value, or only an object.
+func checkJSONValue(data []byte, object bool) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	fail := func(reason string) error {
@@ -144,6 +150,9 @@ func checkJSON(data []byte) error {
 			if n == 0 {
 				return fail("empty input; a declaration is a JSON object")
 			}
+			if len(stack) > 0 {
+				return fail("unexpected end of input")
+			}
 			return nil
 		}
 		if err != nil {
@@ -154,9 +163,9 @@ func checkJSON(data []byte) error {
 			return fail(err.Error())
 		}
 		if n > 0 && len(stack) == 0 {
-			return fail("data after the declaration object")
+			return fail("data after the first JSON value")
 		}
-		if n == 0 {
+		if n == 0 && object {
 			if d, ok := tok.(json.Delim); !ok || d != '{' {
 				return fail("the declaration must be a JSON object")
 			}
