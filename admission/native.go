@@ -1,9 +1,9 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
 // NativeConfig configures the [Native] enforcer.
@@ -45,8 +46,9 @@ func (n *Native) bwrap() string {
 	return "bwrap"
 }
 
-// Facts finds bubblewrap, records its version, and proves that it can
-// create a sandbox here by creating one. The result is cached.
+// Facts finds bubblewrap, proves that it can create a sandbox here by
+// creating one ([bwrap.Detect]), and records its version. The result is
+// kept for the life of the enforcer.
 func (n *Native) Facts(ctx context.Context) (substrate.Facts, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -57,21 +59,20 @@ func (n *Native) Facts(ctx context.Context) (substrate.Facts, error) {
 	if err != nil {
 		return f, fmt.Errorf("%w: %v", substrate.ErrUnavailable, err)
 	}
-	prog, err := exec.LookPath(n.bwrap())
-	if err != nil {
-		return f, fmt.Errorf("%w: bubblewrap not found (%v); install bubblewrap", substrate.ErrUnavailable, err)
+	prog := n.cfg.Bwrap
+	if prog == "" {
+		if prog, err = bwrap.Find(os.Getenv("PATH")); err != nil {
+			return f, fmt.Errorf("%w: %v; install bubblewrap", substrate.ErrUnavailable, err)
+		}
+	}
+	if err := bwrap.Detect(ctx, prog); err != nil {
+		return f, fmt.Errorf("%w: %v", substrate.ErrUnavailable, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, prog, "--version").Output()
 	if err != nil {
 		return f, fmt.Errorf("%w: %s --version: %v", substrate.ErrUnavailable, prog, err)
-	}
-	var stderr bytes.Buffer
-	probe := exec.CommandContext(ctx, prog, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "--", "true")
-	probe.Stderr = &stderr
-	if err := probe.Run(); err != nil {
-		return f, fmt.Errorf("%w: bubblewrap cannot create a sandbox here: %v: %s", substrate.ErrUnavailable, err, strings.TrimSpace(stderr.String()))
 	}
 	f.Values = map[string]string{
 		"bwrap.path":    prog,
@@ -81,19 +82,11 @@ func (n *Native) Facts(ctx context.Context) (substrate.Facts, error) {
 	return f, nil
 }
 
-// The mechanisms native tools are confined with.
+// The runtime's mechanisms, applied by [runtime.Run] to every native tool.
 var (
-	mechBindWorkspace    = substrate.Mechanism{Substrate: "bwrap", Name: "bind-workspace", Detail: "--bind <ws> <ws>"}
-	mechROWorkspace      = substrate.Mechanism{Substrate: "bwrap", Name: "ro-bind-workspace", Detail: "--ro-bind <ws> <ws>"}
-	mechROHarness        = substrate.Mechanism{Substrate: "bwrap", Name: "ro-harness", Detail: "--ro-bind <ws>/<harness> <ws>/<harness>"}
-	mechUnshareNet       = substrate.Mechanism{Substrate: "bwrap", Name: "unshare-net", Detail: "--unshare-net"}
-	mechShareNet         = substrate.Mechanism{Substrate: "bwrap", Name: "share-net", Detail: "network namespace shared with the host (no --unshare-net)"}
-	mechClearEnv         = substrate.Mechanism{Substrate: "bwrap", Name: "clearenv", Detail: "--clearenv"}
-	mechUnsharePid       = substrate.Mechanism{Substrate: "bwrap", Name: "unshare-pid", Detail: "--unshare-pid --die-with-parent"}
-	mechDeadline         = substrate.Mechanism{Substrate: "runtime", Name: "deadline", Detail: "deadline %s, then TERM, grace, KILL"}
-	mechKillTree         = substrate.Mechanism{Substrate: "runtime", Name: "kill-tree", Detail: "own session and process group, killed as a whole"}
-	mechBoundedOutput    = substrate.Mechanism{Substrate: "runtime", Name: "bounded-output", Detail: "keep %s of stdout and of stderr, drain the rest"}
-	mechSetEnvFromCaller = substrate.Mechanism{Substrate: "bwrap", Name: "setenv", Detail: "--setenv %s <the caller's value>"}
+	mechDeadline      = substrate.Mechanism{Substrate: "runtime", Name: "deadline", Detail: "deadline %s, then TERM, grace, KILL"}
+	mechKillTree      = substrate.Mechanism{Substrate: "runtime", Name: "kill-tree", Detail: "own session and process group, killed as a whole"}
+	mechBoundedOutput = substrate.Mechanism{Substrate: "runtime", Name: "bounded-output", Detail: "keep %s of stdout and of stderr, drain the rest"}
 )
 
 func withDetail(m substrate.Mechanism, args ...any) substrate.Mechanism {
@@ -109,22 +102,22 @@ func (n *Native) Mechanisms(c capabilities.Capability, set capabilities.Set) ([]
 	switch c.Kind() {
 	case capabilities.KindFSRead:
 		if set.Has(capabilities.WriteWorkspace()) {
-			return []substrate.Mechanism{mechBindWorkspace, mechROHarness}, nil
+			return []substrate.Mechanism{bwrap.BindWorkspace, bwrap.ReadOnlyHarness}, nil
 		}
-		return []substrate.Mechanism{mechROWorkspace}, nil
+		return []substrate.Mechanism{bwrap.ReadOnlyWorkspace}, nil
 	case capabilities.KindFSWrite:
-		return []substrate.Mechanism{mechBindWorkspace, mechROHarness}, nil
+		return []substrate.Mechanism{bwrap.BindWorkspace, bwrap.ReadOnlyHarness, bwrap.ReadOnlyWriteLater}, nil
 	case capabilities.KindNet:
 		if c == capabilities.HostNet() {
-			return []substrate.Mechanism{mechShareNet}, nil
+			return []substrate.Mechanism{bwrap.ShareNet}, nil
 		}
-		return []substrate.Mechanism{mechUnshareNet}, nil
+		return []substrate.Mechanism{bwrap.UnshareNet}, nil
 	case capabilities.KindNetConnect:
 		return nil, refuse("bubblewrap can only cut the network off (--unshare-net) or share the host's; it cannot filter connections by port or host name, and no filtering proxy runs here", "net:none", "net:host")
 	case capabilities.KindEnv:
-		return []substrate.Mechanism{mechClearEnv, withDetail(mechSetEnvFromCaller, c.Name())}, nil
+		return []substrate.Mechanism{bwrap.ClearEnv}, nil
 	case capabilities.KindTime:
-		return []substrate.Mechanism{withDetail(mechDeadline, c.Arg()), mechKillTree, mechUnsharePid}, nil
+		return []substrate.Mechanism{withDetail(mechDeadline, c.Arg()), mechKillTree, bwrap.UnsharePID, bwrap.DieWithParent}, nil
 	case capabilities.KindOutput:
 		return []substrate.Mechanism{withDetail(mechBoundedOutput, c.Arg())}, nil
 	case capabilities.KindMemory:
