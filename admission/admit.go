@@ -82,6 +82,17 @@ func New(cfg Config) (*Admitter, error) {
 	return &Admitter{cfg: cfg, root: root, harness: slices.Clone(harness)}, nil
 }
 
+// String describes the admitter: its workspace and the substrates it
+// admits tools for.
+func (a *Admitter) String() string {
+	var kinds []string
+	for k, e := range a.cfg.Substrates {
+		kinds = append(kinds, k+" on "+e.Name())
+	}
+	slices.Sort(kinds)
+	return fmt.Sprintf("admission for workspace %s (%s)", a.root, strings.Join(kinds, ", "))
+}
+
 // Source is a declaration to admit.
 type Source struct {
 	Name   string // where it came from, for messages: a file name or "-"

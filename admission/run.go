@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/runtime"
@@ -24,8 +26,9 @@ type RunConfig struct {
 }
 
 // HostChangedError is a registered tool whose grant no longer holds on
-// this host: the host's facts differ from those it was admitted under, and
-// the pipeline refused it again. It wraps the new [*Refusal].
+// this host: run through the pipeline again before it runs (as every tool
+// is), it was refused — the host's facts changed since admission, or a
+// program it names is gone. It wraps the new [*Refusal].
 type HostChangedError struct {
 	Tool     string
 	Was, Now string // the facts, as [substrate.Facts.String] prints them
@@ -33,6 +36,9 @@ type HostChangedError struct {
 }
 
 func (e *HostChangedError) Error() string {
+	if e.Was == e.Now {
+		return fmt.Sprintf("refusing to run tool %q — its grant no longer holds on this host (%s): %v", e.Tool, e.Now, e.Refusal)
+	}
 	return fmt.Sprintf("refusing to run tool %q — the host changed since it was admitted (was: %s; now: %s) and its grant no longer holds: %v", e.Tool, e.Was, e.Now, e.Refusal)
 }
 
@@ -50,10 +56,14 @@ type Prepared struct {
 	Spec      runtime.Spec
 }
 
-// Prepare loads the tool name from the registry, re-checks its grant when
-// the host's facts differ from those it was made under (registering the
-// new grant, or refusing with a [*HostChangedError]), checks input
-// against its input_schema ([*InputError]) and builds the runtime spec.
+// Prepare loads the tool name from the registry (verifying its declaration
+// and files against the digest), runs them through the pipeline again on
+// this host ([Admitter.Recheck]): when the host's facts differ from those
+// the grant was made under, the new grant is registered; when they do not,
+// the stored grant must match the new one (an edited grant is refused);
+// when the pipeline refuses, so does Prepare, with a [*HostChangedError].
+// Then it checks input against the tool's input_schema ([*InputError]) and
+// builds the runtime spec.
 func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, input []byte) (*Prepared, error) {
 	t, err := cfg.Registry.Load(name)
 	if err != nil {
@@ -69,21 +79,26 @@ func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, inpu
 	if err != nil {
 		return nil, err
 	}
-	if facts.Digest() != g.FactsDigest {
-		adm, err := a.Recheck(ctx, t)
-		if err != nil {
-			var r *Refusal
-			if errors.As(err, &r) {
-				return nil, &HostChangedError{Tool: name, Was: g.Facts.String(), Now: facts.String(), Refusal: r}
-			}
-			return nil, err
+	// The declaration and files were verified against the digest; the
+	// grant beside them is checked against a grant made from them now.
+	adm, err := a.Recheck(ctx, t)
+	if err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return nil, &HostChangedError{Tool: name, Was: g.Facts.String(), Now: facts.String(), Refusal: r}
 		}
+		return nil, err
+	}
+	fresh := adm.Grant
+	if facts.Digest() != g.FactsDigest {
 		if err := cfg.Registry.Register(adm); err != nil {
 			return nil, err
 		}
-		a.cfg.Logger.Info("grant re-made for a changed host", "tool", name, "was", g.FactsDigest, "now", adm.Grant.FactsDigest)
-		g, p.Grant, p.Rechecked = adm.Grant, adm.Grant, true
+		a.cfg.Logger.Info("grant re-made for a changed host", "tool", name, "was", g.FactsDigest, "now", fresh.FactsDigest)
+		g, p.Grant, p.Rechecked = fresh, fresh, true
 		t.Grant = g
+	} else if what := grantDiff(g, fresh); what != "" {
+		return nil, registryErr("load", name, fmt.Errorf("its grant does not match its declaration (%s differ); admit it again", what))
 	}
 	stdin, err := t.CheckInput(input)
 	if err != nil {
@@ -94,6 +109,25 @@ func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, inpu
 		return nil, err
 	}
 	return p, nil
+}
+
+// grantDiff names the parts of a stored grant that differ from one made
+// now from the same declaration on the same host, or returns "".
+func grantDiff(stored, fresh *Grant) string {
+	var diff []string
+	if stored.Capabilities.String() != fresh.Capabilities.String() || stored.Defaults.String() != fresh.Defaults.String() {
+		diff = append(diff, "capabilities")
+	}
+	if !slices.Equal(stored.Command, fresh.Command) || !slices.Equal(stored.FileArgs, fresh.FileArgs) || stored.Module != fresh.Module {
+		diff = append(diff, "command")
+	}
+	if !maps.EqualFunc(stored.Mechanisms, fresh.Mechanisms, slices.Equal) {
+		diff = append(diff, "mechanisms")
+	}
+	if stored.Kind != fresh.Kind || stored.Substrate != fresh.Substrate || stored.Tool != fresh.Tool {
+		diff = append(diff, "kind")
+	}
+	return strings.Join(diff, ", ")
 }
 
 // Spec translates a grant into the runtime spec that holds the tool to it

@@ -249,3 +249,26 @@ func TestRunRechecksChangedHost(t *testing.T) {
 		t.Fatalf("Prepare = %v", err)
 	}
 }
+
+// TestRunRefusesEditedGrant: a grant edited in the registry (here: to add
+// net:host) no longer matches its declaration, and the tool does not run.
+func TestRunRefusesEditedGrant(t *testing.T) {
+	f := newFixture(t)
+	if err := f.reg.Register(f.admit(t, decl("edited", `["true"]`, nil, "time:5s"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(f.reg.Dir(), "grants", "edited.json")
+	data, _ := os.ReadFile(p)
+	edited := strings.Replace(string(data), `"time:5s"`, `"net:host", "time:5s"`, 1)
+	if edited == string(data) {
+		t.Fatal("the grant file does not hold the capability")
+	}
+	os.Remove(p)
+	if err := os.WriteFile(p, []byte(edited), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.a.Prepare(context.Background(), RunConfig{Registry: f.reg}, "edited", nil)
+	if !errors.Is(err, ErrRegistry) || !strings.Contains(err.Error(), "does not match its declaration (capabilities") {
+		t.Fatalf("Prepare of an edited grant = %v", err)
+	}
+}
