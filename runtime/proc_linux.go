@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,35 +58,72 @@ func setPipeSize(f *os.File, n int) {
 	}
 }
 
-// signalTree sends sig to the tree of pid. In the sandbox, pid is bwrap:
-// SIGTERM goes to every process below it (bwrap would die of it at once,
-// and its death kills the namespace without a grace period), SIGKILL to
-// bwrap's group and everything below, which ends the PID namespace. On the
-// host both go to the command's process group and to every descendant
-// linked by parent.
-func signalTree(pid int, sandboxed bool, sig unix.Signal) {
+// signalTree sends sig to the tree of pid and returns pidfds of the
+// processes it signalled below pid, so that [awaitGone] can wait for them:
+// the caller closes them. In the sandbox, pid is bwrap: SIGTERM goes to
+// every process below it (bwrap would die of it at once, and its death
+// kills the namespace without a grace period), SIGKILL to bwrap's group and
+// everything below, which ends the PID namespace. On the host both go to
+// the command's process group and to every descendant linked by parent.
+// Signals go through pidfds, so a PID reused meanwhile is never hit.
+func signalTree(pid int, sandboxed bool, sig unix.Signal) []int {
+	var fds []int
+	seen := map[int]bool{}
+	hit := func() int {
+		n := 0
+		for _, d := range descendants(pid) {
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			fd, err := unix.PidfdOpen(d, 0)
+			if err != nil {
+				continue // gone already
+			}
+			fds = append(fds, fd)
+			unix.PidfdSendSignal(fd, sig, nil, 0)
+			n++
+		}
+		return n
+	}
 	if sig != unix.SIGKILL {
 		if !sandboxed {
 			unix.Kill(-pid, sig)
 		}
-		for _, d := range descendants(pid) {
-			unix.Kill(d, sig)
-		}
-		return
+		hit()
+		return fds
 	}
 	// Kill from the leaves' side first, a few rounds, so that a process
 	// forking during the kill is caught, then the root and its group.
 	for range 4 {
-		ds := descendants(pid)
-		if len(ds) == 0 {
+		if hit() == 0 {
 			break
-		}
-		for _, d := range ds {
-			unix.Kill(d, sig)
 		}
 	}
 	unix.Kill(-pid, sig)
 	unix.Kill(pid, sig)
+	return fds
+}
+
+// awaitGone waits, at most limit, until every process behind the pidfds
+// has exited, and closes them. When the init of a PID namespace has
+// exited, every process of the namespace is gone.
+func awaitGone(fds []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, fd := range fds {
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, int(left.Milliseconds())+1)
+			if n > 0 || (err != nil && err != unix.EINTR) {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
 }
 
 // killGroup sends sig to the process group pid leads.

@@ -5,6 +5,7 @@ package runtime
 import (
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,11 +28,14 @@ func nsRefused(error) bool { return false }
 func setPipeSize(*os.File, int) {}
 
 // signalTree signals the process group of pid.
-func signalTree(pid int, sandboxed bool, sig unix.Signal) {
+func signalTree(pid int, sandboxed bool, sig unix.Signal) []int {
 	unix.Kill(-pid, sig)
 	if sig == unix.SIGKILL {
 		unix.Kill(pid, sig)
 	}
+	return nil
 }
+
+func awaitGone([]int, time.Duration) {}
 
 func killGroup(pid int, sig unix.Signal) { unix.Kill(-pid, sig) }

@@ -34,6 +34,9 @@ const (
 // matter.
 const drainWait = time.Second
 
+// reapWait bounds how long Run waits for killed processes to be gone.
+const reapWait = 5 * time.Second
+
 // readSize is the size of each read from an output pipe, and pipeSize the
 // pipe buffer asked for (Linux allows 1 MiB without privilege).
 const (
@@ -365,18 +368,16 @@ func lookPath(name, path, dir string) (string, int, string) {
 
 // tree is a started command with its output being drained.
 type tree struct {
-	cmd      *exec.Cmd
-	started  time.Time
-	outR     *os.File
-	errR     *os.File
-	out      *capture.Buffer
-	errb     *capture.Buffer
-	drained  chan struct{}
-	exited   chan struct{}
-	waitErr  error
-	sandbox  bool
-	logger   *slog.Logger
-	deadline time.Duration
+	cmd     *exec.Cmd
+	started time.Time
+	outR    *os.File
+	errR    *os.File
+	out     *capture.Buffer
+	errb    *capture.Buffer
+	drained chan struct{}
+	exited  chan struct{}
+	waitErr error
+	logger  *slog.Logger
 }
 
 // start starts cmd with its output going to bounded buffers through large
@@ -495,14 +496,19 @@ func (t *tree) wait(ctx context.Context, s Spec, sandboxed bool, res *Result) {
 func (t *tree) terminate(sandboxed bool, grace time.Duration) string {
 	pid := t.cmd.Process.Pid
 	t.logger.Debug("terminating", "pid", pid, "grace", grace)
-	signalTree(pid, sandboxed, unix.SIGTERM)
+	fds := signalTree(pid, sandboxed, unix.SIGTERM)
+	sig := "SIGTERM"
 	select {
 	case <-t.exited:
-		return "SIGTERM"
 	case <-time.After(grace):
+		fds = append(fds, signalTree(pid, sandboxed, unix.SIGKILL)...)
+		sig = "SIGKILL"
 	}
-	signalTree(pid, sandboxed, unix.SIGKILL)
-	return "SIGKILL"
+	// bwrap can be gone before the namespace's init has finished killing
+	// the namespace: the run ends when every process it signalled has.
+	<-t.exited
+	awaitGone(fds, reapWait)
+	return sig
 }
 
 func lookupEnv(environ []string, name string) (string, bool) {

@@ -1,0 +1,214 @@
+package runtime_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+// needBwrap stops the test unless bubblewrap can create a sandbox here
+// (a failure in CI, where .ci/run installs it).
+func needBwrap(t testing.TB) {
+	t.Helper()
+	bin, err := bwrap.Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	err = bwrap.Detect(context.Background(), bin)
+	testenv.Require(t, err == nil, "a working bubblewrap sandbox: %v", err)
+}
+
+// needProgram stops the test unless name is installed.
+func needProgram(t testing.TB, name string) {
+	t.Helper()
+	_, err := exec.LookPath(name)
+	testenv.Require(t, err == nil, "the %s program: %v", name, err)
+}
+
+// base returns a fresh directory for a test's workspace and for the files
+// "outside" it. It lives under /var/tmp when possible: the sandbox shows
+// /var/tmp read-only, while it replaces /tmp with an empty tmpfs, so an
+// outside file under /var/tmp is one the command can see and must not
+// change.
+func base(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", "cordon-test-")
+	if err != nil {
+		d = t.TempDir()
+	} else {
+		t.Cleanup(func() { os.RemoveAll(d) })
+	}
+	d, err = filepath.EvalSymlinks(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// workspace makes base/ws and returns its canonical path.
+func workspace(t testing.TB, base string) string {
+	t.Helper()
+	ws := filepath.Join(base, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// run runs the shell script under the policy and fails the test when the
+// command could not run.
+func run(t testing.TB, p bwrap.Policy, script string, opts ...func(*runtime.Spec)) runtime.Result {
+	t.Helper()
+	spec := runtime.Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second}
+	for _, o := range opts {
+		o(&spec)
+	}
+	res, err := runtime.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Run(%q) = %v", script, err)
+	}
+	return res
+}
+
+// writeFile writes a file, creating its directory.
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot describes every entry below dir (type, mode, size, content
+// digest or link target), to compare a tree before and after a run.
+func snapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		if err != nil {
+			out[rel] = "error: " + err.Error()
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			out[rel] = "error: " + err.Error()
+			return nil
+		}
+		desc := fmt.Sprintf("%v %d", info.Mode(), info.Size())
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			desc += " -> " + target
+		case info.Mode().IsRegular():
+			data, _ := os.ReadFile(p)
+			sum := sha256.Sum256(data)
+			desc += " " + hex.EncodeToString(sum[:8])
+		}
+		out[rel] = desc
+		return nil
+	})
+	return out
+}
+
+// diff lists the differences between two snapshots.
+func diff(before, after map[string]string) []string {
+	var d []string
+	for k, v := range before {
+		if w, ok := after[k]; !ok {
+			d = append(d, "removed "+k)
+		} else if w != v {
+			d = append(d, fmt.Sprintf("changed %s: %s => %s", k, v, w))
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			d = append(d, "added "+k)
+		}
+	}
+	sort.Strings(d)
+	return d
+}
+
+// statuses parses lines "NAME rc" printed by a script that tries several
+// attacks, one per line.
+func statuses(t testing.TB, out string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, rc, ok := strings.Cut(line, " ")
+		if ok {
+			m[name] = rc
+		}
+	}
+	return m
+}
+
+// attempt returns a shell line that runs cmd and prints "NAME rc".
+func attempt(name, cmd string) string {
+	return fmt.Sprintf("( %s ) >/dev/null 2>&1; echo %s $?\n", cmd, name)
+}
+
+// processesWith returns the PIDs of host processes whose program name
+// (argv[0]) is marker; zombies have none.
+func processesWith(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if err == nil && filepath.Base(argv0) == marker {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killMarked kills, by PID, the processes a failed test left behind.
+func killMarked(marker string) {
+	for _, pid := range processesWith(marker) {
+		if p, err := os.FindProcess(pid); err == nil {
+			p.Kill()
+		}
+	}
+}
+
+// markedSleep makes <ws>/.local/bin/sleep-MARKER, a symlink to sleep(1),
+// and returns its name: every process running it carries the unique name
+// in its command line, where processesWith finds it on the host. Inside
+// the sandbox <ws>/.local/bin leads PATH.
+func markedSleep(t testing.TB, ws string) string {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, _ = filepath.EvalSymlinks(sleep)
+	name := fmt.Sprintf("sleep-cordon-marker-%d-%d", os.Getpid(), time.Now().UnixNano())
+	bin := filepath.Join(ws, ".local", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sleep, filepath.Join(bin, name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killMarked(name) })
+	return name
+}

@@ -1,0 +1,783 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+func TestWorkspaceIsWritable(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	res := run(t, bwrap.NewPolicy(ws), `echo hello > a.txt && mkdir -p sub/dir && mv a.txt sub/dir/b.txt && echo ok`)
+	if res.ExitCode != 0 || res.Stdout != "ok\n" {
+		t.Fatalf("result %v, stdout %q, stderr %q", res, res.Stdout, res.Stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(ws, "sub/dir/b.txt"))
+	if err != nil || string(data) != "hello\n" {
+		t.Fatalf("the write inside the sandbox did not reach the workspace: %q, %v", data, err)
+	}
+	if !res.Sandboxed || res.Substrate != "bwrap" {
+		t.Fatalf("result says sandboxed=%v substrate=%q", res.Sandboxed, res.Substrate)
+	}
+}
+
+// TestWritingOutsideTheWorkspaceFails tries every way of changing a host
+// file next to the workspace, and a new file in /etc, and checks that
+// nothing on the host changed.
+func TestWritingOutsideTheWorkspaceFails(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	out := filepath.Join(b, "outside")
+	writeFile(t, filepath.Join(out, "victim.txt"), "original\n")
+	before := snapshot(t, out)
+	probe := fmt.Sprintf("/etc/cordon-probe-%d", time.Now().UnixNano())
+	t.Cleanup(func() { os.Remove(probe) })
+
+	v := filepath.Join(out, "victim.txt")
+	script := attempt("overwrite", "echo evil > "+v) +
+		attempt("append", "echo evil >> "+v) +
+		attempt("truncate", ": > "+v) +
+		attempt("rm", "rm -f "+v) +
+		attempt("mv", "mv "+v+" "+v+".moved") +
+		attempt("chmod", "chmod 777 "+v) +
+		attempt("touch", "touch -d 2001-01-01 "+v) +
+		attempt("create", "echo evil > "+filepath.Join(out, "new.txt")) +
+		attempt("mkdir", "mkdir "+filepath.Join(out, "newdir")) +
+		attempt("symlink", "ln -s /etc/passwd "+filepath.Join(out, "link")) +
+		attempt("hardlink", "ln "+v+" "+filepath.Join(ws, "hard")) +
+		attempt("etc", "echo evil > "+probe) +
+		attempt("visible", "cat "+v) // the positive control: reads work
+	res := run(t, bwrap.NewPolicy(ws), script)
+	st := statuses(t, res.Stdout)
+	for name, rc := range st {
+		if name == "visible" {
+			if rc != "0" {
+				t.Errorf("reading the host file failed (rc %s): the test cannot tell a refusal from a missing file", rc)
+			}
+			continue
+		}
+		if rc == "0" {
+			t.Errorf("%s outside the workspace succeeded", name)
+		}
+	}
+	if len(st) != 13 {
+		t.Fatalf("script did not run every attempt: %q %q", res.Stdout, res.Stderr)
+	}
+	if d := diff(before, snapshot(t, out)); len(d) > 0 {
+		t.Errorf("the host changed outside the workspace: %v", d)
+	}
+	if _, err := os.Lstat(probe); err == nil {
+		t.Errorf("the sandbox created %s on the host", probe)
+	}
+}
+
+// TestProtectedPaths replays every way of touching harness state and the
+// write-now-execute-later paths against several layouts, and checks the
+// host tree after each.
+func TestProtectedPaths(t *testing.T) {
+	needBwrap(t)
+	type layout struct {
+		name  string
+		setup func(t *testing.T, ws string)
+		// attacks are shell commands run in the workspace; each must fail.
+		attacks map[string]string
+		// absent lists paths that must not exist on the host afterwards.
+		absent []string
+	}
+	for _, l := range []layout{{
+		name: "harness state present",
+		setup: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, ".efferent/credentials"), "secret\n")
+			writeFile(t, filepath.Join(ws, ".foundry/evidence/0001.json"), "{}\n")
+		},
+		attacks: map[string]string{
+			"write-new":       "echo x > .efferent/planted",
+			"overwrite":       "echo x > .efferent/credentials",
+			"append":          "echo x >> .efferent/credentials",
+			"rm-file":         "rm -f .foundry/evidence/0001.json",
+			"rm-dir":          "rm -rf .efferent",
+			"mv-dir":          "mv .efferent moved",
+			"mv-into":         "mv .foundry/evidence .foundry/gone",
+			"mkdir":           "mkdir .foundry/new",
+			"chmod":           "chmod 777 .efferent",
+			"symlink-inside":  "ln -s /etc .efferent/etc",
+			"replace-by-file": "rm -rf .foundry 2>/dev/null; echo x > .foundry",
+		},
+	}, {
+		name:  "harness state absent",
+		setup: func(t *testing.T, ws string) {},
+		attacks: map[string]string{
+			"write":   "echo x > .efferent/planted",
+			"mkdir":   "mkdir .foundry/evidence",
+			"rmdir":   "rmdir .efferent",
+			"mv":      "mv .foundry f2",
+			"replace": "rmdir .efferent; mkdir .efferent && echo x > .efferent/planted",
+		},
+	}, {
+		name: "git repository",
+		setup: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, ".git/hooks/pre-commit.sample"), "#!/bin/sh\n")
+			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
+			writeFile(t, filepath.Join(ws, ".git/HEAD"), "ref: refs/heads/main\n")
+		},
+		attacks: map[string]string{
+			"hook-write":     "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+			"hook-chmod":     "chmod +x .git/hooks/pre-commit.sample",
+			"hooks-rm":       "rm -rf .git/hooks",
+			"hooks-mv":       "mv .git/hooks .git/hooks.old",
+			"config-write":   "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config",
+			"config-replace": "echo x > .git/config.new && mv .git/config.new .git/config",
+			"config-rm":      "rm -f .git/config",
+			"git-mv-aside":   "mv .git .git.old",
+			"git-rm":         "rm -rf .git",
+			"git-config":     "git config core.hooksPath /tmp/hooks",
+		},
+	}, {
+		name: "git repository without hooks",
+		setup: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
+		},
+		attacks: map[string]string{
+			"hooks-mkdir": "mkdir .git/hooks",
+			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+			"hooks-rmdir": "rmdir .git/hooks",
+		},
+		absent: []string{".git/hooks"},
+	}, {
+		name:  "no git repository",
+		setup: func(t *testing.T, ws string) {},
+		attacks: map[string]string{
+			"git-init":     "git init -q .",
+			"mkdir-hooks":  "mkdir -p .git/hooks",
+			"write-config": "echo '[core]' > .git/config",
+			"rmdir-git":    "rmdir .git",
+			"mv-git":       "mv .git g",
+		},
+		absent: []string{".git"},
+	}, {
+		name: "git worktree pointer",
+		setup: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, ".git"), "gitdir: /somewhere/else\n")
+		},
+		attacks: map[string]string{
+			"repoint": "echo 'gitdir: /tmp/evil' > .git",
+			"rm":      "rm -f .git",
+			"mv":      "mv .git g",
+		},
+	}} {
+		t.Run(l.name, func(t *testing.T) {
+			ws := workspace(t, base(t))
+			l.setup(t, ws)
+			// The harness directories exist before the snapshot: creating
+			// them is the preparation's job, which the next check covers.
+			res := run(t, bwrap.NewPolicy(ws), "true")
+			if res.ExitCode != 0 {
+				t.Fatalf("preparation run: %v %q", res, res.Stderr)
+			}
+			for _, h := range []string{".efferent", ".foundry"} {
+				st, err := os.Lstat(filepath.Join(ws, h))
+				if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 && l.name == "harness state absent" {
+					t.Fatalf("harness directory %s not created 0700 before the run: %v %v", h, st, err)
+				}
+			}
+			before := protectedSnapshot(t, ws)
+			var script strings.Builder
+			for name, cmd := range l.attacks {
+				script.WriteString(attempt(name, cmd))
+			}
+			res = run(t, bwrap.NewPolicy(ws), script.String())
+			st := statuses(t, res.Stdout)
+			if len(st) != len(l.attacks) {
+				t.Fatalf("not every attack ran: %q %q", res.Stdout, res.Stderr)
+			}
+			for name, rc := range st {
+				if rc == "0" {
+					t.Errorf("attack %s (%s) succeeded", name, l.attacks[name])
+				}
+			}
+			if d := diff(before, protectedSnapshot(t, ws)); len(d) > 0 {
+				t.Errorf("the workspace's protected paths changed: %v", d)
+			}
+			for _, a := range l.absent {
+				if _, err := os.Lstat(filepath.Join(ws, a)); err == nil {
+					t.Errorf("%s exists on the host after the run", a)
+				}
+			}
+		})
+	}
+}
+
+func TestProtectedSymlinksRefuseToStart(t *testing.T) {
+	needBwrap(t)
+	for _, tc := range []struct {
+		name, link, target string
+		pre                string // a directory to create first
+	}{
+		{"harness", ".efferent", "/etc", ""},
+		{"git", ".git", "/etc", ""},
+		{"hooks", ".git/hooks", "/etc", ".git"},
+		{"config", ".git/config", "/etc/hostname", ".git"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := workspace(t, base(t))
+			if tc.pre != "" {
+				os.MkdirAll(filepath.Join(ws, tc.pre), 0o755)
+			}
+			if err := os.Symlink(tc.target, filepath.Join(ws, tc.link)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := runtime.Run(context.Background(), runtime.Spec{
+				Command: []string{"/bin/sh", "-c", "echo ran > ran.txt"}, Policy: bwrap.NewPolicy(ws)})
+			if !errors.Is(err, bwrap.ErrProtectedPath) {
+				t.Fatalf("Run with %s a symlink = %v, want ErrProtectedPath", tc.link, err)
+			}
+			if !strings.Contains(err.Error(), tc.link) || !strings.Contains(err.Error(), ws) {
+				t.Errorf("message %q does not name the path and the workspace", err)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+				t.Errorf("the command ran although the sandbox refused to start")
+			}
+		})
+	}
+}
+
+func TestHomeIsEmptyAndRealHomesHidden(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	// A HOME outside /tmp with a secret in it: the caller's HOME is hidden
+	// wherever it is.
+	fakeHome := filepath.Join(b, "home")
+	writeFile(t, filepath.Join(fakeHome, ".ssh/id_ed25519"), "PRIVATE KEY\n")
+	env := append(os.Environ(), "HOME="+fakeHome)
+
+	var realFile string
+	if u, err := user.Current(); err == nil {
+		if entries, err := os.ReadDir(u.HomeDir); err == nil {
+			for _, e := range entries {
+				p := filepath.Join(u.HomeDir, e.Name())
+				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+					if f, err := os.Open(p); err == nil {
+						f.Close()
+						realFile = p
+						break
+					}
+				}
+			}
+		}
+	}
+	script := `echo "HOME=$HOME"; ls -A "$HOME" | wc -l; ls -A /home /root 2>/dev/null | grep -v ':$' | grep -vc '^$'
+` + attempt("fake-home-secret", "cat "+filepath.Join(fakeHome, ".ssh/id_ed25519"))
+	if realFile != "" {
+		script += attempt("real-home-file", "cat "+realFile)
+	}
+	res := run(t, bwrap.NewPolicy(ws), script, func(s *runtime.Spec) { s.Environ = env })
+	lines := strings.Split(res.Stdout, "\n")
+	if len(lines) < 3 || lines[0] != "HOME="+bwrap.Home || lines[1] != "0" || lines[2] != "0" {
+		t.Fatalf("HOME is not an empty directory, or /home and /root are not empty: %q %q", res.Stdout, res.Stderr)
+	}
+	if strings.Contains(res.Stdout, "PRIVATE KEY") {
+		t.Fatalf("the caller's home was readable: %q", res.Stdout)
+	}
+	for name, rc := range statuses(t, strings.Join(lines[3:], "\n")) {
+		if rc == "0" {
+			t.Errorf("%s was readable inside the sandbox", name)
+		}
+	}
+	if realFile == "" {
+		t.Logf("the real home has no readable file to try")
+	}
+}
+
+func TestTmpIsFreshPerCall(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	host := filepath.Join(t.TempDir(), "host-tmp-file")
+	writeFile(t, host, "host\n")
+	p := bwrap.NewPolicy(ws)
+	if res := run(t, p, "echo left > /tmp/left-behind && ls /tmp"); res.ExitCode != 0 {
+		t.Fatalf("first call: %v %q", res, res.Stderr)
+	}
+	res := run(t, p, attempt("left-behind", "cat /tmp/left-behind")+attempt("host-tmp", "cat "+host))
+	for name, rc := range statuses(t, res.Stdout) {
+		if rc == "0" {
+			t.Errorf("%s: a file in /tmp survived into another call or came from the host", name)
+		}
+	}
+}
+
+// TestSecretsInTheEnvironmentStayOut sets a secret in the environment the
+// run draws from and looks for it by every route inside: the environment,
+// every process's environ and command line.
+func TestSecretsInTheEnvironmentStayOut(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	secret := "s3cr3t-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	env := append(os.Environ(), "SECRET_TOKEN="+secret, "GRANTED_VAR=granted-value", "LANG=C.UTF-8")
+	// PID 1 is bwrap's init: its environment is exactly what the sandbox
+	// was given, before any shell inside adds PWD or SHLVL.
+	script := `tr '\0' '\n' < /proc/1/environ; echo ---; env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n'`
+	res := run(t, bwrap.NewPolicy(ws).WithEnv("GRANTED_VAR"), script, func(s *runtime.Spec) { s.Environ = env })
+	if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stderr, secret) {
+		t.Fatalf("the secret reached the sandbox:\n%s", res.Stdout)
+	}
+	given, _, ok := strings.Cut(res.Stdout, "---\n")
+	if !ok {
+		t.Fatalf("unexpected output %q %q", res.Stdout, res.Stderr)
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(given), "\n") {
+		k, _, _ := strings.Cut(line, "=")
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	want := []string{"GRANTED_VAR", "HOME", "LANG", "PATH"}
+	if _, ok := os.LookupEnv("TERM"); ok {
+		want = []string{"GRANTED_VAR", "HOME", "LANG", "PATH", "TERM"}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("the sandbox's environment holds %v, want exactly %v", names, want)
+	}
+	if !strings.Contains(given, "GRANTED_VAR=granted-value\n") {
+		t.Errorf("a granted variable did not reach the sandbox:\n%s", given)
+	}
+	if !strings.Contains(given, "PATH="+filepath.Join(ws, ".local/bin")+":") {
+		t.Errorf("PATH is not led by <workspace>/.local/bin:\n%s", given)
+	}
+}
+
+func TestHostProcessesAreInvisible(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	me := os.Getpid()
+	res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`ls /proc | grep -c '^[0-9]*$'; kill -0 %d; echo "kill $?"; echo "self $$"`, me))
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("unexpected output %q %q", res.Stdout, res.Stderr)
+	}
+	if n, _ := strconv.Atoi(lines[0]); n > 5 {
+		t.Errorf("the sandbox sees %d processes; a private PID namespace shows only its own", n)
+	}
+	if lines[1] == "kill 0" {
+		t.Errorf("the sandbox could signal the host PID %d", me)
+	}
+	if lines[2] != "self 2" {
+		t.Errorf("the command is %q; under bwrap's init it is PID 2", lines[2])
+	}
+}
+
+func TestNoCapabilitiesInside(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	victim := filepath.Join(b, "victim.txt")
+	writeFile(t, victim, "original\n")
+	script := `grep '^CapEff:' /proc/self/status; grep '^CapBnd:' /proc/self/status; grep '^NoNewPrivs:' /proc/self/status
+` + attempt("remount-root", "mount -o remount,rw /") +
+		attempt("remount-then-write", "mount -o remount,rw "+b+" && echo evil > "+victim) +
+		attempt("new-userns", "unshare -U -r true") +
+		attempt("new-mountns", "unshare -m true") +
+		attempt("sysctl", "echo 1 > /proc/sys/kernel/sysrq") +
+		attempt("sysrq", "echo h > /proc/sysrq-trigger") +
+		attempt("bind-over", "mount --bind "+ws+" "+b)
+	res := run(t, bwrap.NewPolicy(ws), script)
+	lines := strings.SplitN(res.Stdout, "\n", 4)
+	if len(lines) < 4 || lines[0] != "CapEff:\t0000000000000000" || lines[1] != "CapBnd:\t0000000000000000" || lines[2] != "NoNewPrivs:\t1" {
+		t.Fatalf("the sandboxed process holds capabilities (running as uid %d): %q", os.Geteuid(), res.Stdout)
+	}
+	for name, rc := range statuses(t, lines[3]) {
+		if rc == "0" {
+			t.Errorf("%s succeeded inside the sandbox", name)
+		}
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "original\n" {
+		t.Errorf("the host file changed: %q", data)
+	}
+}
+
+// TestNetworkNone opens a listener on the host's loopback and tries to
+// reach it from inside, with the network off (must fail) and on (must
+// work: the control that shows the attempt is real).
+func TestNetworkNone(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "python3")
+	ws := workspace(t, base(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			c.Write([]byte("hello from the host\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	script := fmt.Sprintf(`python3 -c '
+import socket
+s = socket.create_connection(("127.0.0.1", %d), timeout=5)
+print(s.recv(100).decode().strip())'`, port)
+
+	res := run(t, bwrap.NewPolicy(ws), script)
+	if res.ExitCode == 0 || strings.Contains(res.Stdout, "hello from the host") {
+		t.Fatalf("with --net none the host's listener was reachable: %v %q", res, res.Stdout)
+	}
+	select {
+	case <-accepted:
+		t.Fatalf("the listener accepted a connection from a sandbox without network")
+	default:
+	}
+	res = run(t, bwrap.NewPolicy(ws).WithNetwork(bwrap.NetHost), script)
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from the host") {
+		t.Fatalf("with --net host the listener was not reachable (the control failed): %v %q %q", res, res.Stdout, res.Stderr)
+	}
+}
+
+// TestTimeoutKillsTheWholeTree runs a tree that ignores SIGTERM, whose
+// grandchildren call setsid and double-fork, and checks that the timeout
+// ends all of it and that Run returns promptly.
+func TestTimeoutKillsTheWholeTree(t *testing.T) {
+	for _, sandboxed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
+			if sandboxed {
+				needBwrap(t)
+			}
+			needProgram(t, "setsid")
+			ws := workspace(t, base(t))
+			marker := markedSleep(t, ws)
+			// Each process that should die runs the marked sleep; all
+			// ignore SIGTERM.
+			script := fmt.Sprintf(`trap '' TERM
+setsid sh -c 'trap "" TERM; sh -c "trap \"\" TERM; exec %[1]s 300" & exec %[1]s 300' &
+sh -c '(trap "" TERM; exec %[1]s 300) & exit 0'
+%[1]s 300 &
+while [ "$(grep -l '^%[1]s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -lt 4 ]; do sleep 0.05; done
+echo started
+wait`, marker)
+			start := time.Now()
+			res := run(t, bwrap.NewPolicy(ws), script, func(s *runtime.Spec) {
+				s.Timeout, s.Grace, s.NoSandbox = 5*time.Second, 300*time.Millisecond, !sandboxed
+				s.Logger = testLogger(t)
+			})
+			elapsed := time.Since(start)
+			if !res.TimedOut || res.ExitCode != 124 || res.Signal != "SIGKILL" {
+				t.Errorf("result %v: want timed out, exit 124, SIGKILL", res)
+			}
+			if res.Stdout != "started\n" {
+				t.Errorf("stdout %q: the tree did not start as planned (stderr %q)", res.Stdout, res.Stderr)
+			}
+			if elapsed > 20*time.Second {
+				t.Errorf("Run took %v after a 5s timeout", elapsed)
+			}
+			if left := processesWith(marker); len(left) > 0 {
+				t.Errorf("processes of the run outlived it: %v", left)
+			}
+		})
+	}
+}
+
+// TestBackgroundJobsDieWithTheCommand: a command that leaves a background
+// job holding its output returns at once, and the job is gone.
+func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
+	for _, sandboxed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
+			if sandboxed {
+				needBwrap(t)
+			}
+			needProgram(t, "setsid")
+			ws := workspace(t, base(t))
+			marker := markedSleep(t, ws)
+			start := time.Now()
+			res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
+				func(s *runtime.Spec) { s.NoSandbox = !sandboxed })
+			if res.ExitCode != 0 || res.Stdout != "done\n" || res.TimedOut {
+				t.Fatalf("result %v %q %q", res, res.Stdout, res.Stderr)
+			}
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
+				t.Errorf("Run took %v while background jobs held the output pipes", elapsed)
+			}
+			if left := processesWith(marker); len(left) > 0 {
+				t.Errorf("background jobs outlived the run: %v", left)
+			}
+		})
+	}
+}
+
+func TestCancellationKillsTheTree(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	marker := markedSleep(t, ws)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for len(processesWith(marker)) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := runtime.Run(ctx, runtime.Spec{
+		Command: []string{"/bin/sh", "-c", marker + " 300"},
+		Policy:  bwrap.NewPolicy(ws), Timeout: time.Minute, Grace: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Canceled || res.TimedOut {
+		t.Fatalf("result %v: want canceled", res)
+	}
+	if left := processesWith(marker); len(left) > 0 {
+		t.Errorf("processes outlived the canceled run: %v", left)
+	}
+}
+
+// TestFloodKeepsMemoryFlat captures a 1 GiB flood: every byte is counted,
+// a bounded head and tail are kept, and the heap does not grow with it.
+func TestFloodKeepsMemoryFlat(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	const flood = 1 << 30
+	const limit = 1 << 20
+	before := heapAllocated()
+	res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf("echo BEGIN; head -c %d /dev/zero | tr '\\0' x; echo; echo END; echo err >&2", flood),
+		func(s *runtime.Spec) { s.MaxOutput = limit })
+	grew := heapAllocated() - before
+	want := int64(flood + len("BEGIN\n") + len("\nEND\n"))
+	if res.StdoutBytes != want || !res.StdoutClipped {
+		t.Fatalf("stdout_bytes %d clipped %v; want %d, true", res.StdoutBytes, res.StdoutClipped, want)
+	}
+	if !strings.HasPrefix(res.Stdout, "BEGIN\nxxx") || !strings.HasSuffix(res.Stdout, "xxx\nEND\n") {
+		t.Errorf("the kept head and tail are not the flood's start and end")
+	}
+	dropped := want - limit
+	if !strings.Contains(res.Stdout, fmt.Sprintf("[... %d bytes dropped ...]", dropped)) {
+		t.Errorf("the clipped stream does not say that %d bytes were dropped", dropped)
+	}
+	if len(res.Stdout) > limit+64 {
+		t.Errorf("kept %d bytes of stdout, more than the %d limit", len(res.Stdout), limit)
+	}
+	if res.Stderr != "err\n" || res.StderrClipped {
+		t.Errorf("stderr %q clipped %v", res.Stderr, res.StderrClipped)
+	}
+	// The run allocates its read buffers and the kept bytes; a flood that
+	// were stored would allocate the whole gigabyte.
+	if grew > 32<<20 {
+		t.Errorf("capturing a 1 GiB flood allocated %d bytes", grew)
+	}
+}
+
+func TestNotFoundAndNotExecutable(t *testing.T) {
+	for _, sandboxed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
+			if sandboxed {
+				needBwrap(t)
+			}
+			ws := workspace(t, base(t))
+			writeFile(t, filepath.Join(ws, "not-executable.sh"), "#!/bin/sh\necho hi\n")
+			writeFile(t, filepath.Join(ws, ".local/bin/from-local-bin"), "#!/bin/sh\necho local\n")
+			os.Chmod(filepath.Join(ws, ".local/bin/from-local-bin"), 0o755)
+			for _, tc := range []struct {
+				argv []string
+				code int
+				out  string
+			}{
+				{[]string{"no-such-program-here"}, 127, ""},
+				{[]string{"./no-such-file"}, 127, ""},
+				{[]string{"--help"}, 127, ""},
+				{[]string{"./not-executable.sh"}, 126, ""},
+				{[]string{ws}, 126, ""},
+				{[]string{"from-local-bin"}, 0, "local\n"},
+				{[]string{"printf", "%s|", "a b", "$HOME", "--x", "-c", ""}, 0, "a b|$HOME|--x|-c||"},
+				{[]string{"sh", "-c", "exit 7"}, 7, ""},
+			} {
+				res, err := runtime.Run(context.Background(), runtime.Spec{Command: tc.argv, Policy: bwrap.NewPolicy(ws), NoSandbox: !sandboxed})
+				if err != nil {
+					t.Errorf("%q: %v", tc.argv, err)
+					continue
+				}
+				if res.ExitCode != tc.code || (tc.out != "" && res.Stdout != tc.out) {
+					t.Errorf("%q: exit %d stdout %q stderr %q; want exit %d stdout %q", tc.argv, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.out)
+				}
+			}
+		})
+	}
+}
+
+func TestWorkspaceAccess(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	writeFile(t, filepath.Join(ws, "file.txt"), "content\n")
+	tool := filepath.Join(ws, ".efferent/tools/abc/tool.sh")
+	writeFile(t, tool, "#!/bin/sh\necho tool ran\n")
+	os.Chmod(tool, 0o755)
+
+	res := run(t, bwrap.NewPolicy(ws).WithAccess(bwrap.AccessRead), "cat file.txt\n"+attempt("write", "echo x > new.txt")+attempt("append", "echo x >> file.txt"))
+	if !strings.HasPrefix(res.Stdout, "content\n") {
+		t.Errorf("read access cannot read: %q %q", res.Stdout, res.Stderr)
+	}
+	for name, rc := range statuses(t, strings.TrimPrefix(res.Stdout, "content\n")) {
+		if rc == "0" {
+			t.Errorf("read access: %s succeeded", name)
+		}
+	}
+
+	res = run(t, bwrap.NewPolicy(ws).WithAccess(bwrap.AccessNone).WithReadOnly(filepath.Dir(tool)),
+		fmt.Sprintf("ls -A %s | tr '\\n' ' '; echo; %s\n", ws, tool)+attempt("read", "cat "+filepath.Join(ws, "file.txt"))+attempt("write-tool", "echo x >> "+tool))
+	lines := strings.SplitN(res.Stdout, "\n", 3)
+	if len(lines) < 3 || lines[0] != ".efferent " || lines[1] != "tool ran" {
+		t.Errorf("no access: the workspace should show only the tool's bind: %q %q", res.Stdout, res.Stderr)
+	} else {
+		for name, rc := range statuses(t, lines[2]) {
+			if rc == "0" {
+				t.Errorf("no access: %s succeeded", name)
+			}
+		}
+	}
+
+	// With write access, a read-only bind inside harness state works on
+	// top of the harness bind.
+	res = run(t, bwrap.NewPolicy(ws).WithReadOnly(filepath.Dir(tool)), tool+"\n"+attempt("write-tool", "echo x >> "+tool))
+	if !strings.HasPrefix(res.Stdout, "tool ran\n") || statuses(t, strings.TrimPrefix(res.Stdout, "tool ran\n"))["write-tool"] == "0" {
+		t.Errorf("a tool bound read-only inside .efferent: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+func TestRefusedEnvironmentNames(t *testing.T) {
+	ws := workspace(t, base(t))
+	for _, name := range []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "PATH", "HOME", "BASH_FUNC_x%%", "1BAD", ""} {
+		_, err := runtime.Run(context.Background(), runtime.Spec{Command: []string{"true"}, Policy: bwrap.NewPolicy(ws).WithEnv(name)})
+		if !errors.Is(err, bwrap.ErrEnvRefused) {
+			t.Errorf("WithEnv(%q): Run = %v, want ErrEnvRefused", name, err)
+		}
+	}
+}
+
+// TestMissingBubblewrapFailsClosed: no bwrap in PATH, or one that cannot
+// create a sandbox, and the command does not run.
+func TestMissingBubblewrapFailsClosed(t *testing.T) {
+	ws := workspace(t, base(t))
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "bwrap")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		spec runtime.Spec
+		want string
+	}{
+		{"no bwrap in PATH", runtime.Spec{Environ: []string{"PATH=" + t.TempDir()}}, "bwrap not found in PATH"},
+		{"bwrap that cannot sandbox", runtime.Spec{Bwrap: fake}, "Permission denied"},
+		{"broken bwrap in PATH", runtime.Spec{Environ: []string{"PATH=" + dir}}, "Permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Command = []string{"/bin/sh", "-c", "echo ran > " + filepath.Join(ws, "ran.txt")}
+			spec.Policy = bwrap.NewPolicy(ws)
+			res, err := runtime.Run(context.Background(), spec)
+			if !errors.Is(err, bwrap.ErrUnavailable) {
+				t.Fatalf("Run = %v, %v; want ErrUnavailable", res, err)
+			}
+			if !strings.HasPrefix(err.Error(), bwrap.UnavailableMessage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("message %q does not name the fix and the reason %q", err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+				t.Fatalf("the command ran without a sandbox")
+			}
+		})
+	}
+}
+
+func TestNoSandboxSaysSo(t *testing.T) {
+	b := base(t)
+	ws := workspace(t, b)
+	outside := filepath.Join(b, "outside.txt")
+	res := run(t, bwrap.NewPolicy(ws), "pwd; echo written > "+outside, func(s *runtime.Spec) { s.NoSandbox = true })
+	if res.Sandboxed || res.Substrate != "host" || res.ExitCode != 0 {
+		t.Fatalf("result %v", res)
+	}
+	if res.Stdout != ws+"\n" {
+		t.Errorf("working directory %q, want the workspace %s", res.Stdout, ws)
+	}
+	// Without the sandbox nothing confines writes: that is what the flag
+	// means, and why every result says so.
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("the host run could not write outside the workspace: %v", err)
+	}
+	if len(res.Mechanisms) == 0 || !strings.Contains(res.Mechanisms[0], "no sandbox") {
+		t.Errorf("mechanisms %q do not say there is no sandbox", res.Mechanisms)
+	}
+}
+
+func TestInvalidSpecs(t *testing.T) {
+	ws := workspace(t, base(t))
+	for _, s := range []runtime.Spec{
+		{Policy: bwrap.NewPolicy(ws)},
+		{Command: []string{""}, Policy: bwrap.NewPolicy(ws)},
+		{Command: []string{"true"}, Policy: bwrap.NewPolicy(ws), Timeout: -time.Second},
+		{Command: []string{"true"}, Policy: bwrap.NewPolicy(ws), MaxOutput: -1},
+	} {
+		if _, err := runtime.Run(context.Background(), s); !errors.Is(err, runtime.ErrInvalidSpec) {
+			t.Errorf("Run(%v) = %v, want ErrInvalidSpec", s, err)
+		}
+	}
+}
+
+// protectedSnapshot describes the harness directories, .git/hooks,
+// .git/config, and .git itself when it is a file: what no run may change.
+func protectedSnapshot(t *testing.T, ws string) map[string]string {
+	out := map[string]string{}
+	for _, p := range []string{".efferent", ".foundry", ".git/hooks", ".git/config"} {
+		for k, v := range snapshot(t, filepath.Join(ws, p)) {
+			if !strings.HasPrefix(v, "error: ") {
+				out[filepath.Join(p, k)] = v
+			}
+		}
+	}
+	if st, err := os.Lstat(filepath.Join(ws, ".git")); err == nil && !st.IsDir() {
+		for k, v := range snapshot(t, filepath.Join(ws, ".git")) {
+			out[filepath.Join(".git", k)] = v
+		}
+	}
+	return out
+}
+
+// testLogger logs the run's life to the test log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func heapAllocated() int64 {
+	var m runtimeMemStats
+	readMemStats(&m)
+	return int64(m.TotalAlloc)
+}
