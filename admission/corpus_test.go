@@ -124,6 +124,9 @@ func checkDecision(t *testing.T, w want, adm *Admission, err error) {
 		if reason.Blocked == "" || reason.Check == "" || reason.Err == nil {
 			t.Errorf("incomplete reason %+v", reason)
 		}
+		if strings.HasSuffix(reason.Blocked, ".") || strings.HasSuffix(reason.Instead, ".") {
+			t.Errorf("reason ends with a period: %q", reason.String())
+		}
 		if len(reason.String()) > 1200 {
 			t.Errorf("reason longer than 1200 bytes: %.200s…", reason.String())
 		}

@@ -31,13 +31,13 @@ func (h HostPrograms) Lookup(name string) (string, error) {
 		return "", fmt.Errorf("the command is empty")
 	}
 	var candidates []string
+	dirs := h.Path
+	if dirs == "" {
+		dirs = SandboxPath
+	}
 	if strings.HasPrefix(name, "/") {
 		candidates = []string{filepath.Clean(name)}
 	} else {
-		dirs := h.Path
-		if dirs == "" {
-			dirs = SandboxPath
-		}
 		for _, dir := range filepath.SplitList(dirs) {
 			candidates = append(candidates, filepath.Join(dir, name))
 		}
@@ -51,7 +51,7 @@ func (h HostPrograms) Lookup(name string) (string, error) {
 		lastErr = err
 	}
 	if !strings.HasPrefix(name, "/") && os.IsNotExist(lastErr) {
-		return "", fmt.Errorf("%q is not a program on the sandbox's PATH (%s)", shorten(name), SandboxPath)
+		return "", fmt.Errorf("%q is not a program on the sandbox's PATH (%s)", shorten(name), dirs)
 	}
 	if os.IsNotExist(lastErr) {
 		return "", fmt.Errorf("%q does not exist", shorten(name))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate"
 )
 
 // runTool admits decl (with files), registers it, and runs it with input
@@ -270,5 +271,26 @@ func TestRunRefusesEditedGrant(t *testing.T) {
 	_, err := f.a.Prepare(context.Background(), RunConfig{Registry: f.reg}, "edited", nil)
 	if !errors.Is(err, ErrRegistry) || !strings.Contains(err.Error(), "does not match its declaration (capabilities") {
 		t.Fatalf("Prepare of an edited grant = %v", err)
+	}
+}
+
+// TestRunRefusesWhenProgramGone: a tool whose host program is no longer
+// found (here: an admitter whose lookup path lacks it, as on a host where
+// it was removed) is refused before it runs, with the reason.
+func TestRunRefusesWhenProgramGone(t *testing.T) {
+	f := newFixture(t)
+	if err := f.reg.Register(f.admit(t, decl("gone", `["sh", "-c", "true"]`, nil), nil)); err != nil {
+		t.Fatal(err)
+	}
+	n := requireBwrap(t)
+	elsewhere, err := New(Config{Workspace: f.ws, Substrates: map[string]substrate.Enforcer{KindNative: n},
+		Lookup: HostPrograms{Workspace: f.ws, Path: "/nonexistent/bin"}.Lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = elsewhere.Prepare(context.Background(), RunConfig{Registry: f.reg}, "gone", nil)
+	var hc *HostChangedError
+	if !errors.As(err, &hc) || !strings.Contains(err.Error(), "its grant no longer holds on this host") || !strings.Contains(err.Error(), `"sh" is not a program`) {
+		t.Fatalf("Prepare = %v", err)
 	}
 }
