@@ -8,12 +8,16 @@
 // [Mechanism] is the named, quotable value of one of them: a grant lists the
 // mechanisms behind each capability, and evidence proves them on a host.
 // The backends live in the sub-packages; this package holds only what they
-// share.
+// share: the [Mechanism] value, the [Enforcer] interface through which
+// admission asks a substrate what it can enforce, the [Facts] of a host a
+// grant is made under, and the [Inspector] interface of substrates that read
+// a tool's artifact.
 //
 // # Limitations
 //
 // A Mechanism is a description, not an enforcement: it is only as true as
-// the substrate code that applies it and the probe that proves it.
+// the substrate code that applies it and the probe that proves it. [Facts]
+// describe a host at the moment they were probed; a host can change after.
 package substrate
 
 // Mechanism is one named enforcement mechanism of a substrate.
