@@ -6,3 +6,5 @@ require (
 	github.com/spf13/pflag v1.1.0
 	golang.org/x/sys v0.50.0
 )
+
+require github.com/tetratelabs/wazero v1.12.0
