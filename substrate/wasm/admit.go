@@ -255,7 +255,7 @@ func mechanisms(c capabilities.Capability, set capabilities.Set) ([]substrate.Me
 		case ModuleCordon:
 			f, ok := findCordonFunc(name)
 			if !ok {
-				return nil, refuse("the cordon host module has no function "+name+"; it has "+cordonNames())
+				return nil, refuse("the cordon host module has no function " + name + "; it has " + cordonNames())
 			}
 			switch f.needs {
 			case capabilities.KindFSRead:
@@ -294,9 +294,6 @@ func (Enforcer) Inspect(ctx context.Context, artifact []byte) ([]capabilities.Ca
 	if err != nil {
 		return nil, err
 	}
-	if err := validate(ctx, artifact); err != nil {
-		return nil, err
-	}
 	sigs, err := wasiSignatures()
 	if err != nil {
 		return nil, err
@@ -313,6 +310,9 @@ func (Enforcer) Inspect(ctx context.Context, artifact []byte) ([]capabilities.Ca
 			}
 			need = append(need, c)
 		}
+	}
+	if err := validate(ctx, artifact); err != nil {
+		return nil, err
 	}
 	return need, nil
 }

@@ -161,4 +161,3 @@ func toValueTypes(names []string) []api.ValueType {
 	}
 	return out
 }
-

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -30,6 +31,17 @@ type guardFS struct {
 	note  func(op, path string, err error) // records a refusal, may be nil
 }
 
+// rel turns a path of wazero's file-system interface, which is relative
+// to the mount whether or not it begins with "/", into a workspace-relative
+// path.
+func rel(path string) string {
+	path = strings.TrimLeft(path, "/")
+	if path == "" {
+		return "."
+	}
+	return path
+}
+
 const writeFlags = experimentalsys.O_WRONLY | experimentalsys.O_RDWR | experimentalsys.O_CREAT |
 	experimentalsys.O_TRUNC | experimentalsys.O_APPEND
 
@@ -39,7 +51,7 @@ func (g *guardFS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.File
 	if write && !g.write {
 		return nil, experimentalsys.EROFS
 	}
-	f, err := g.ws.OpenFile(path, osFlags(flag), perm)
+	f, err := g.ws.OpenFile(rel(path), osFlags(flag), perm)
 	if err != nil {
 		return nil, g.errno("open", path, err, write)
 	}
@@ -77,7 +89,7 @@ func osFlags(flag experimentalsys.Oflag) int {
 
 // Lstat implements experimentalsys.FS.
 func (g *guardFS) Lstat(path string) (sys.Stat_t, experimentalsys.Errno) {
-	fi, err := g.ws.Lstat(path)
+	fi, err := g.ws.Lstat(rel(path))
 	if err != nil {
 		return sys.Stat_t{}, g.errno("lstat", path, err, false)
 	}
@@ -86,7 +98,7 @@ func (g *guardFS) Lstat(path string) (sys.Stat_t, experimentalsys.Errno) {
 
 // Stat implements experimentalsys.FS.
 func (g *guardFS) Stat(path string) (sys.Stat_t, experimentalsys.Errno) {
-	fi, err := g.ws.Info(path)
+	fi, err := g.ws.Info(rel(path))
 	if err != nil {
 		return sys.Stat_t{}, g.errno("stat", path, err, false)
 	}
@@ -95,7 +107,7 @@ func (g *guardFS) Stat(path string) (sys.Stat_t, experimentalsys.Errno) {
 
 // Readlink implements experimentalsys.FS.
 func (g *guardFS) Readlink(path string) (string, experimentalsys.Errno) {
-	target, err := g.ws.Readlink(path)
+	target, err := g.ws.Readlink(rel(path))
 	if err != nil {
 		return "", g.errno("readlink", path, err, false)
 	}
@@ -107,7 +119,7 @@ func (g *guardFS) Mkdir(path string, perm fs.FileMode) experimentalsys.Errno {
 	if !g.write {
 		return experimentalsys.EROFS
 	}
-	return g.errno("mkdir", path, g.ws.Mkdir(path, perm), true)
+	return g.errno("mkdir", path, g.ws.Mkdir(rel(path), perm), true)
 }
 
 // Rename implements experimentalsys.FS.
@@ -115,7 +127,7 @@ func (g *guardFS) Rename(from, to string) experimentalsys.Errno {
 	if !g.write {
 		return experimentalsys.EROFS
 	}
-	return g.errno("rename", from+" -> "+to, g.ws.Rename(from, to), true)
+	return g.errno("rename", from+" -> "+to, g.ws.Rename(rel(from), rel(to)), true)
 }
 
 // Rmdir implements experimentalsys.FS.
@@ -123,7 +135,7 @@ func (g *guardFS) Rmdir(path string) experimentalsys.Errno {
 	if !g.write {
 		return experimentalsys.EROFS
 	}
-	return g.errno("remove", path, g.ws.RemoveDir(path), false)
+	return g.errno("remove", path, g.ws.RemoveDir(rel(path)), false)
 }
 
 // Unlink implements experimentalsys.FS.
@@ -131,7 +143,7 @@ func (g *guardFS) Unlink(path string) experimentalsys.Errno {
 	if !g.write {
 		return experimentalsys.EROFS
 	}
-	return g.errno("remove", path, g.ws.Remove(path), false)
+	return g.errno("remove", path, g.ws.Remove(rel(path)), false)
 }
 
 // Link, Symlink, Chmod and Utimens stay unimplemented (ENOSYS): a module

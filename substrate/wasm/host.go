@@ -198,6 +198,8 @@ func errnoOf(err error) uint32 {
 		return errnoInval
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return errnoAcces
+	case errors.Is(err, syscall.EINVAL):
+		return errnoInval
 	case errors.Is(err, syscall.EEXIST):
 		return errnoExist
 	case errors.Is(err, syscall.ENOSPC):

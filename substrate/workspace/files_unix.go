@@ -31,7 +31,10 @@ func (w *Workspace) OpenFile(name string, flag int, perm fs.FileMode) (*os.File,
 	const op = "open"
 	writing := flag&(unix.O_WRONLY|unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_APPEND) != 0
 	kflags := flag&^(unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC) | unix.O_NONBLOCK | unix.O_NOCTTY
-	mode := uint32(perm.Perm())
+	var mode uint32
+	if flag&unix.O_CREAT != 0 {
+		mode = uint32(perm.Perm()) // openat2 refuses a mode without O_CREAT
+	}
 	rel, err := w.check(op, name)
 	if err != nil {
 		return nil, err

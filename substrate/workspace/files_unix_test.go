@@ -265,3 +265,14 @@ func TestReadDirHidesHarnessState(t *testing.T) {
 		}
 	}
 }
+
+// wazero passes a creation mode with every open; openat2 refuses a mode
+// without O_CREAT, so OpenFile must drop it.
+func TestOpenFileModeWithoutCreate(t *testing.T) {
+	ws, _, _ := escapeLayout(t)
+	f, err := ws.OpenFile("sub/in.txt", os.O_RDONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

@@ -1,0 +1,3 @@
+package wasm
+
+func helperMain() bool { return false }
