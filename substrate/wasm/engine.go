@@ -258,6 +258,7 @@ func (e *Engine) Run(ctx context.Context, c Call) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, callKey{}, state)
+	ctx = withMemoryAllocator(ctx)
 
 	stdin := c.Stdin
 	if stdin == nil {
