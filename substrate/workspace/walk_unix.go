@@ -17,10 +17,18 @@ func openWalk(dirfd int, p string, flags int, mode uint32) (int, error) {
 		return -1, err
 	}
 	fd, err := unix.Openat(parent, last, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err == unix.ENOTDIR && isSymlink(parent, last) {
+		err = unix.ELOOP // O_DIRECTORY|O_NOFOLLOW on a symlink says ENOTDIR on Linux
+	}
 	if parent != dirfd {
 		unix.Close(parent)
 	}
 	return fd, err
+}
+
+func isSymlink(dirfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK
 }
 
 func statWalk(dirfd int, p string, st *unix.Stat_t) error {
@@ -48,17 +56,13 @@ func walkParent(dirfd int, p string) (int, string, error) {
 			return -1, "", unix.EXDEV
 		}
 		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOTDIR && isSymlink(fd, c) {
+			err = unix.ELOOP
+		}
 		if fd != dirfd {
 			unix.Close(fd)
 		}
 		if err != nil {
-			if err == unix.ENOTDIR {
-				// O_DIRECTORY|O_NOFOLLOW on a symlink says ENOTDIR on some systems.
-				var st unix.Stat_t
-				if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
-					err = unix.ELOOP
-				}
-			}
 			return -1, "", err
 		}
 		fd = next
