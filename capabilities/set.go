@@ -29,16 +29,14 @@ var single = map[Kind]string{
 // limits) are errors; every problem is reported, joined with
 // [errors.Join], each an [*Error].
 func NewSet(caps ...Capability) (Set, error) {
-	sorted := slices.Clone(caps)
-	slices.SortStableFunc(sorted, compare)
 	var errs []error
-	out := sorted[:0:0]
-	for _, c := range sorted {
+	var out []Capability
+	for _, c := range caps { // in the order given: the later of two is the one reported
 		if c.IsZero() {
 			errs = append(errs, &Error{Err: ErrSyntax, Reason: "empty capability"})
 			continue
 		}
-		if n := len(out); n > 0 && out[n-1] == c {
+		if slices.Contains(out, c) {
 			errs = append(errs, fail(c.String(), ErrDuplicate, "asked for twice"))
 			continue
 		}
@@ -48,13 +46,21 @@ func NewSet(caps ...Capability) (Set, error) {
 				continue
 			}
 		}
-		if c.kind == KindNetConnect {
-			if prev, found := find(out, KindNet); found {
+		if c.kind == KindNetConnect || c.kind == KindNet {
+			other := KindNet
+			if c.kind == KindNet {
+				other = KindNetConnect
+			}
+			if prev, found := find(out, other); found {
+				net, conn := prev, c
+				if c.kind == KindNet {
+					net, conn = c, prev
+				}
 				why := "net:none forbids every connection"
-				if prev.arg == NetHost {
+				if net.arg == NetHost {
 					why = "net:host already allows every connection"
 				}
-				errs = append(errs, fail(c.String(), ErrConflict, "conflicts with %s: %s; ask for one of them", prev, why))
+				errs = append(errs, fail(c.String(), ErrConflict, "conflicts with %s: %s that %s would allow; ask for one of them", prev, why, conn))
 				continue
 			}
 		}
@@ -63,6 +69,7 @@ func NewSet(caps ...Capability) (Set, error) {
 	if len(errs) > 0 {
 		return Set{}, errors.Join(errs...)
 	}
+	slices.SortStableFunc(out, compare)
 	return Set{caps: out}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -137,16 +138,25 @@ type refusalJSON struct {
 // otherwise) and returns its exit code: 3 for a policy refusal, 1 otherwise.
 func (e *env) fail(err error) int {
 	code := exitError
+	if k := refusal.Of(err); k != nil && k.IsPolicy() {
+		code = exitRefused
+	}
+	return e.failCode(err, code)
+}
+
+// failCode reports err as fail does and returns code.
+func (e *env) failCode(err error, code int) int {
 	r := refusalJSON{Error: "Error", Message: err.Error()}
 	if k := refusal.Of(err); k != nil {
 		r.Error = k.Name()
-		if k.IsPolicy() {
-			code = exitRefused
-		}
 	}
 	var pe *workspace.PathError
-	if errors.As(err, &pe) {
+	var be *bwrap.Error
+	switch {
+	case errors.As(err, &pe):
 		r.Op, r.Path = pe.Op, pe.Path
+	case errors.As(err, &be):
+		r.Op, r.Path = be.Op, be.Path
 	}
 	if e.json {
 		e.printJSON(r)

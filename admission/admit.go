@@ -1,0 +1,611 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/workspace"
+)
+
+// Config configures an [Admitter].
+type Config struct {
+	// Workspace is the workspace tools run in. Declarations may not reach
+	// its harness state.
+	Workspace string
+	// HarnessState names the workspace's harness directories (default
+	// [workspace.DefaultHarnessState]).
+	HarnessState []string
+	// Substrates maps a tool kind ("native", "wasm") to the substrate that
+	// runs it. A kind without a substrate is refused.
+	Substrates map[string]substrate.Enforcer
+	// Inspectors maps a tool kind to the substrate that reads its artifact
+	// before admission (for wasm: the module's imports). Optional.
+	Inspectors map[string]substrate.Inspector
+	// Lookup resolves a native command's program to a read-only host
+	// program; nil means [HostPrograms] with [SandboxPath].
+	Lookup func(name string) (string, error)
+	// Logger receives one record per decision; nil discards.
+	Logger *slog.Logger
+	// Now returns the time recorded in grants; nil means time.Now.
+	Now func() time.Time
+}
+
+// Admitter runs declarations through the admission pipeline.
+type Admitter struct {
+	cfg     Config
+	root    string // canonical workspace
+	harness []string
+}
+
+// New returns an Admitter for cfg.
+func New(cfg Config) (*Admitter, error) {
+	if cfg.Workspace == "" {
+		return nil, errors.New("admission: no workspace configured")
+	}
+	root, err := filepath.EvalSymlinks(cfg.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("admission: workspace: %w", err)
+	}
+	root, err = filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("admission: workspace: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	harness := cfg.HarnessState
+	if harness == nil {
+		harness = workspace.DefaultHarnessState
+	}
+	if cfg.Lookup == nil {
+		cfg.Lookup = HostPrograms{Workspace: root}.Lookup
+	}
+	return &Admitter{cfg: cfg, root: root, harness: slices.Clone(harness)}, nil
+}
+
+// Source is a declaration to admit.
+type Source struct {
+	Name   string // where it came from, for messages: a file name or "-"
+	Data   []byte
+	Format string // "json", "yaml", or "" to choose by content
+	// Dir is the folder the declaration's paths (module, files) are
+	// relative to: the declaration file's folder.
+	Dir string
+}
+
+// File is one file of a tool's artifact.
+type File struct {
+	Path   string // relative to the tool's folder, clean, '/'-separated
+	Data   []byte
+	Exec   bool   // runs as a program (the mode had an execute bit)
+	Digest string // "sha256:..."
+}
+
+// Admission is an admitted tool: its declaration, its artifact and its
+// grant, ready to be registered.
+type Admission struct {
+	Declaration *Declaration
+	Files       []File
+	Grant       *Grant
+	// Manifest is the canonical JSON the artifact digest is taken over.
+	Manifest []byte
+}
+
+// Check is one named step of the pipeline.
+type Check struct {
+	Name    string
+	Summary string
+	run     func(ctx context.Context, a *Admitter, s *state) (stop bool)
+}
+
+// pipeline is the list of checks every declaration goes through, in order.
+// A check that cannot let the next ones work (the declaration did not
+// decode) stops the pipeline; the others add their reasons and let the
+// rest report too, so a refusal lists every problem at once.
+var pipeline = []Check{
+	{"decode", "strict JSON or YAML into a Declaration", checkDecode},
+	{"validate", "names, kind, paths, sizes", checkValidate},
+	{"capabilities", "each capability parses; no duplicates or conflicts", checkCapabilities},
+	{"env", "no environment variable that changes how programs load or run", checkEnv},
+	{"combinations", "capabilities that only make sense together", checkCombinations},
+	{"files", "the tool's files and module, read beneath the declaration's folder", checkFiles},
+	{"command", "a native command resolves to the tool's files or a read-only host program", checkCommand},
+	{"inspect", "the substrate reads the artifact; what it needs was asked for", checkInspect},
+	{"input-schema", "input_schema compiles, with no remote references", checkSchema},
+	{"substrate", "the tool's substrate is available on this host", checkSubstrate},
+	{"resolve", "every capability resolves to at least one mechanism", checkResolve},
+}
+
+// Checks lists the pipeline's checks in order.
+func Checks() []Check { return slices.Clone(pipeline) }
+
+// state is what the checks of one admission share.
+type state struct {
+	src      Source
+	decl     *Declaration
+	set      capabilities.Set
+	files    []File
+	command  []string
+	fileArgs []int
+	enforcer substrate.Enforcer
+	facts    substrate.Facts
+	mechs    map[string][]string
+	defaults capabilities.Set
+	reasons  []Reason
+	// preloaded: the files come from the registry, already verified.
+	preloaded bool
+}
+
+func (s *state) refuse(r Reason) { s.reasons = append(s.reasons, r) }
+
+// Admit runs src through the pipeline. It returns the [Admission], or a
+// [*Refusal] listing every reason. Nothing is written anywhere: register
+// the result with [Registry.Register].
+func (a *Admitter) Admit(ctx context.Context, src Source) (*Admission, error) {
+	return a.admit(ctx, &state{src: src, mechs: map[string][]string{}})
+}
+
+// Recheck runs a registered tool through the pipeline again, on this host
+// as it is now, with the declaration and files the registry holds. It
+// returns the new admission (same digest, new facts and mechanisms) or a
+// [*Refusal] saying what this host can no longer grant.
+func (a *Admitter) Recheck(ctx context.Context, t *Tool) (*Admission, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(t.Declaration); err != nil {
+		return nil, err
+	}
+	s := &state{src: Source{Name: "the registry", Data: buf.Bytes(), Format: FormatJSON}, mechs: map[string][]string{},
+		files: t.Files, preloaded: true}
+	adm, err := a.admit(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if adm.Grant.Digest != t.Grant.Digest {
+		return nil, fmt.Errorf("admission: recheck of %q changed its digest from %s to %s", t.Grant.Tool, t.Grant.Digest, adm.Grant.Digest)
+	}
+	return adm, nil
+}
+
+func (a *Admitter) admit(ctx context.Context, s *state) (*Admission, error) {
+	src := s.src
+	for _, c := range pipeline {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if c.run(ctx, a, s) {
+			break
+		}
+	}
+	name := ""
+	if s.decl != nil {
+		name = s.decl.Name
+	}
+	if len(s.reasons) > 0 {
+		r := &Refusal{Tool: name, Source: src.Name, Reasons: s.reasons}
+		a.cfg.Logger.Info("admission refused", "tool", name, "source", src.Name, "reasons", len(s.reasons))
+		return nil, r
+	}
+	manifest, digest := manifestOf(s.decl, s.files)
+	g := &Grant{
+		Tool:         s.decl.Name,
+		Kind:         s.decl.Kind,
+		Digest:       digest,
+		Substrate:    s.enforcer.Name(),
+		Capabilities: s.set,
+		Defaults:     s.defaults,
+		Mechanisms:   s.mechs,
+		Command:      s.command,
+		FileArgs:     s.fileArgs,
+		Facts:        s.facts,
+		FactsDigest:  s.facts.Digest(),
+		AdmittedAt:   a.cfg.Now().UTC().Truncate(time.Second),
+	}
+	if s.decl.Kind == KindWasm {
+		g.Module = path.Clean(s.decl.Module)
+	}
+	a.cfg.Logger.Info("admitted", "tool", g.Tool, "digest", g.Digest, "capabilities", g.Capabilities.String())
+	return &Admission{Declaration: s.decl, Files: s.files, Grant: g, Manifest: manifest}, nil
+}
+
+func checkDecode(_ context.Context, _ *Admitter, s *state) bool {
+	d, err := Decode(s.src.Data, s.src.Format)
+	if err != nil {
+		r := Reason{Check: "decode", Blocked: err.Error(), Err: ErrInvalidDeclaration,
+			Instead: "one JSON object or YAML mapping with the fields " + fieldList()}
+		var de *DecodeError
+		if errors.As(err, &de) {
+			r.Field = de.Field
+		}
+		s.refuse(r)
+		return true
+	}
+	s.decl = d
+	return false
+}
+
+func checkValidate(_ context.Context, _ *Admitter, s *state) bool {
+	for _, r := range s.decl.Validate() {
+		s.refuse(r)
+	}
+	return false
+}
+
+func checkCapabilities(_ context.Context, _ *Admitter, s *state) bool {
+	set, rs := s.decl.parseCapabilities()
+	s.set = set
+	for _, r := range rs {
+		s.refuse(r)
+	}
+	return false
+}
+
+func checkEnv(_ context.Context, _ *Admitter, s *state) bool {
+	for _, c := range s.set.Of(capabilities.KindEnv) {
+		if why := envRefusal(c.Name()); why != "" {
+			s.refuse(Reason{Check: "env", Capability: c.String(), Blocked: why, Err: ErrCapabilityRefused,
+				Instead: "pass the value in the tool's input, or use a variable of the tool's own name"})
+		}
+	}
+	return false
+}
+
+func checkCombinations(_ context.Context, _ *Admitter, s *state) bool {
+	if s.set.Has(capabilities.WriteWorkspace()) && !s.set.Has(capabilities.ReadWorkspace()) {
+		s.refuse(Reason{Check: "combinations", Capability: "fs.write:workspace", Err: ErrCapabilityRefused,
+			Blocked: "writing the workspace gives reading it too (a bind mount cannot be write-only); it is not granted silently",
+			Instead: "fs.read:workspace and fs.write:workspace together"})
+	}
+	return false
+}
+
+// checkFiles reads the tool's files (native) or module (wasm) through the
+// workspace guard opened on the declaration's folder: paths cannot leave
+// it, symlinks are followed only while they stay inside, harness state is
+// refused.
+func checkFiles(_ context.Context, a *Admitter, s *state) bool {
+	if s.preloaded {
+		return false
+	}
+	var names []string
+	switch s.decl.Kind {
+	case KindNative:
+		names = s.decl.Files
+	case KindWasm:
+		if s.decl.Module != "" {
+			names = []string{s.decl.Module}
+		}
+	}
+	if len(names) == 0 {
+		return false
+	}
+	artifact := func(field, name, format string, args ...any) {
+		s.refuse(Reason{Check: "files", Field: field, Err: ErrArtifactRefused,
+			Blocked: fmt.Sprintf("%q: ", shorten(name)) + fmt.Sprintf(format, args...),
+			Instead: "files inside the declaration's folder, outside harness state"})
+	}
+	field := "files"
+	if s.decl.Kind == KindWasm {
+		field = "module"
+	}
+	dir := s.src.Dir
+	if dir == "" {
+		dir = "."
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err == nil {
+		canon, err = filepath.Abs(canon)
+	}
+	if err != nil {
+		artifact(field, dir, "the declaration's folder cannot be resolved: %v", err)
+		return false
+	}
+	// A folder that holds the workspace would let a path walk into its
+	// harness state, which the guard on the folder knows nothing about.
+	if canon != a.root && within(a.root, canon) {
+		artifact(field, canon, "the declaration's folder contains the workspace %s; move the declaration into the workspace", a.root)
+		return false
+	}
+	harness := a.harness
+	if !within(canon, a.root) {
+		harness = nil // outside the workspace there is no harness state to protect
+	}
+	if rel, ok := relWithin(canon, a.root); ok && rel != "." {
+		first, _, _ := strings.Cut(rel, "/")
+		for _, h := range a.harness {
+			if strings.EqualFold(first, h) {
+				artifact(field, canon, "the declaration's folder is harness state")
+				return false
+			}
+		}
+		harness = nil // beneath the workspace's top level, harness names are ordinary
+	}
+	ws, err := workspace.Open(canon, workspace.WithHarnessState(harness...), workspace.WithMaxFileSize(MaxFileSize))
+	if err != nil {
+		artifact(field, dir, "%v", err)
+		return false
+	}
+	defer ws.Close()
+	var total int64
+	for _, name := range names {
+		if checkRelPath(name) != "" {
+			continue // validate reported it
+		}
+		clean := path.Clean(name)
+		en, err := ws.Stat(clean)
+		if err != nil {
+			artifact(field, name, "%v", err)
+			continue
+		}
+		data, err := ws.ReadFile(clean)
+		if err != nil {
+			artifact(field, name, "%v", err)
+			continue
+		}
+		total += int64(len(data))
+		if total > MaxFilesSize {
+			artifact(field, name, "the tool's files add up to more than %d bytes", MaxFilesSize)
+			return false
+		}
+		s.files = append(s.files, newFile(clean, data, en.Mode&0o111 != 0))
+	}
+	slices.SortFunc(s.files, func(x, y File) int { return strings.Compare(x.Path, y.Path) })
+	return false
+}
+
+// checkCommand resolves a native command: an element equal to the path of
+// one of the tool's files names that file (it runs from the tool's
+// read-only folder in the registry); otherwise the program must be a
+// read-only host program found on [SandboxPath].
+func checkCommand(_ context.Context, a *Admitter, s *state) bool {
+	if s.decl.Kind != KindNative || len(s.decl.Command) == 0 {
+		return false
+	}
+	own := map[string]File{}
+	for _, f := range s.files {
+		own[f.Path] = f
+	}
+	cmd := slices.Clone(s.decl.Command)
+	var fileArgs []int
+	for i, arg := range cmd {
+		if checkRelPath(arg) != "" {
+			continue
+		}
+		if f, ok := own[path.Clean(arg)]; ok {
+			cmd[i] = f.Path
+			fileArgs = append(fileArgs, i)
+		}
+	}
+	refuse := func(format string, args ...any) {
+		s.refuse(Reason{Check: "command", Field: "command", Err: ErrArtifactRefused, Blocked: fmt.Sprintf(format, args...),
+			Instead: "a program the tool brings in files (e.g. [\"./tool.sh\"] with \"files\": [\"tool.sh\"]) or a system program such as python3 or sh"})
+	}
+	if slices.Contains(fileArgs, 0) {
+		if !own[cmd[0]].Exec {
+			refuse("%q is one of the tool's files but is not executable; make it executable or run it with an interpreter ([\"sh\", %q])", cmd[0], cmd[0])
+			return false
+		}
+	} else {
+		prog := cmd[0]
+		if !strings.HasPrefix(prog, "/") && strings.Contains(prog, "/") {
+			refuse("%q is neither one of the tool's files nor a program on the system PATH", shorten(prog))
+			return false
+		}
+		resolved, err := a.cfg.Lookup(prog)
+		if err != nil {
+			refuse("%v", err)
+			return false
+		}
+		cmd[0] = resolved
+	}
+	s.command, s.fileArgs = cmd, fileArgs
+	return false
+}
+
+func checkInspect(ctx context.Context, a *Admitter, s *state) bool {
+	in := a.cfg.Inspectors[s.decl.Kind]
+	if in == nil || s.decl.Kind != KindWasm || len(s.files) == 0 {
+		return false
+	}
+	needs, err := in.Inspect(ctx, s.files[0].Data)
+	if err != nil {
+		s.refuse(Reason{Check: "inspect", Field: "module", Err: ErrArtifactRefused, Blocked: err.Error(),
+			Instead: "a module that imports only host functions cordon grants"})
+		return false
+	}
+	for _, c := range needs {
+		if !s.set.Has(c) {
+			s.refuse(Reason{Check: "inspect", Capability: c.String(), Err: ErrArtifactRefused,
+				Blocked: fmt.Sprintf("the module needs %s, which the declaration does not ask for", c),
+				Instead: fmt.Sprintf("add %q to capabilities, or remove the import from the module", c.String())})
+		}
+	}
+	return false
+}
+
+func checkSchema(_ context.Context, _ *Admitter, s *state) bool {
+	if _, err := CompileSchema(s.decl.InputSchema); err != nil {
+		s.refuse(Reason{Check: "input-schema", Field: "input_schema", Err: ErrInvalidDeclaration, Blocked: err.Error(),
+			Instead: "a self-contained JSON Schema (put shared parts under $defs and refer to them with \"#/$defs/...\")"})
+	}
+	return false
+}
+
+func checkSubstrate(ctx context.Context, a *Admitter, s *state) bool {
+	switch s.decl.Kind {
+	case KindNative, KindWasm:
+	default:
+		return true // validate reported it
+	}
+	e := a.cfg.Substrates[s.decl.Kind]
+	if e == nil {
+		s.refuse(Reason{Check: "substrate", Field: "kind", Err: ErrCapabilityRefused,
+			Blocked: fmt.Sprintf("no substrate runs %s tools in this cordon", s.decl.Kind),
+			Instead: "a tool of another kind"})
+		return true
+	}
+	facts, err := e.Facts(ctx)
+	if err != nil {
+		s.refuse(Reason{Check: "substrate", Field: "kind", Err: ErrCapabilityRefused,
+			Blocked: fmt.Sprintf("the %s substrate is not available on this host: %v", e.Name(), err),
+			Instead: "ask the user to install it; no tool of this kind can be admitted until then"})
+		return true
+	}
+	s.enforcer, s.facts = e, facts
+	return false
+}
+
+// checkResolve asks the substrate for the mechanisms of every capability
+// and of every default limit. A capability without one is refused.
+func checkResolve(_ context.Context, _ *Admitter, s *state) bool {
+	var defaults []capabilities.Capability
+	if _, ok := s.set.One(capabilities.KindTime); !ok {
+		c, _ := capabilities.TimeLimit(DefaultTime)
+		defaults = append(defaults, c)
+	}
+	if _, ok := s.set.One(capabilities.KindOutput); !ok {
+		c, _ := capabilities.OutputLimit(DefaultOutput)
+		defaults = append(defaults, c)
+	}
+	if _, ok := s.set.One(capabilities.KindNet); !ok && len(s.set.Of(capabilities.KindNetConnect)) == 0 {
+		defaults = append(defaults, capabilities.NoNet())
+	}
+	s.defaults, _ = capabilities.NewSet(defaults...)
+	resolve := func(c capabilities.Capability, def bool) {
+		ms, err := s.enforcer.Mechanisms(c, s.set)
+		if err == nil && len(ms) == 0 {
+			err = &substrate.UnenforceableError{Substrate: s.enforcer.Name(), Capability: c, Reason: s.enforcer.Name() + " names no mechanism for it"}
+		}
+		if err != nil {
+			r := capabilityReason("resolve", c.String(), err)
+			if def {
+				r.Blocked = "(a default limit) " + r.Blocked
+			}
+			s.refuse(r)
+			return
+		}
+		for _, m := range ms {
+			s.mechs[c.String()] = append(s.mechs[c.String()], m.String())
+		}
+	}
+	for _, c := range s.set.All() {
+		resolve(c, false)
+	}
+	for _, c := range s.defaults.All() {
+		resolve(c, true)
+	}
+	return false
+}
+
+// manifestOf returns the canonical JSON of a declaration and its files and
+// the "sha256:..." digest over it: the artifact's identity.
+func manifestOf(d *Declaration, files []File) ([]byte, string) {
+	type fileEntry struct {
+		Path   string `json:"path"`
+		Digest string `json:"digest"`
+		Exec   bool   `json:"exec"`
+	}
+	canon := *d
+	if len(canon.InputSchema) > 0 {
+		var b bytes.Buffer
+		if json.Compact(&b, canon.InputSchema) == nil {
+			canon.InputSchema = b.Bytes()
+		}
+	}
+	m := struct {
+		Declaration Declaration `json:"declaration"`
+		Files       []fileEntry `json:"files"`
+	}{Declaration: canon, Files: []fileEntry{}}
+	for _, f := range files {
+		m.Files = append(m.Files, fileEntry{f.Path, f.Digest, f.Exec})
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic("admission: manifest does not encode: " + err.Error())
+	}
+	sum := sha256.Sum256(data)
+	return data, "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// within reports whether p is dir or beneath it; both are clean absolute
+// paths. Components are compared whole: /w/app-old is not within /w/app.
+func within(p, dir string) bool {
+	_, ok := relWithin(p, dir)
+	return ok
+}
+
+func relWithin(p, dir string) (string, bool) {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// CompileSchema compiles a tool's input_schema (JSON Schema, draft 2020-12
+// unless "$schema" says otherwise). References are resolved within the
+// schema only: there is no network or file loader, so a remote "$ref" is
+// an error. An empty schema means the tool takes no input: only {} is
+// valid.
+func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{"type":"object","additionalProperties":false}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("input_schema is not JSON: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const url = "cordon:input_schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("input_schema: %v", err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("input_schema does not compile: %s", oneLine(err.Error()))
+	}
+	return sch, nil
+}
+
+// noLoader refuses every URL: schemas are compiled without a network or a
+// file system.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("refusing to load %q: input schemas cannot refer to other documents", shorten(url))
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+func newFile(p string, data []byte, exec bool) File {
+	sum := sha256.Sum256(data)
+	return File{Path: p, Data: data, Exec: exec, Digest: "sha256:" + hex.EncodeToString(sum[:])}
+}

@@ -1,0 +1,475 @@
+package admission
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cordon-run/cordon/internal/dirfd"
+)
+
+// The registry's layout beneath the workspace's .efferent directory:
+//
+//	tools/objects/sha256/HEX/manifest.json     the artifact's identity
+//	tools/objects/sha256/HEX/declaration.json  the declaration, canonical JSON
+//	tools/objects/sha256/HEX/files/...         the tool's files, read-only
+//	tools/grants/NAME.json                     the tool's Grant (names HEX)
+//	tools/staging/...                          registrations being built
+//	tools/lock                                 one registration at a time
+//
+// Objects are content-addressed and never change once published; a tool
+// is registered when its grant file is renamed into grants/, one atomic
+// step.
+const (
+	registryDir = "tools"
+	objectsDir  = "objects/sha256"
+	grantsDir   = "grants"
+	stagingDir  = "staging"
+	filesDir    = "files"
+)
+
+// RegistryConfig configures a [Registry].
+type RegistryConfig struct {
+	// Workspace is the workspace whose harness state holds the registry.
+	Workspace string
+	// Harness is the harness directory the registry lives in (default
+	// ".efferent").
+	Harness string
+	// Logger receives one record per change; nil discards.
+	Logger *slog.Logger
+}
+
+// Registry is the store of admitted tools under .efferent/tools. It is
+// harness state: cordon writes it itself, with descriptor-relative
+// operations that never follow a symlink, never through the workspace
+// guard (which refuses harness state by design).
+type Registry struct {
+	root   string // canonical workspace
+	dir    string // absolute path of the tools directory
+	harn   string
+	logger *slog.Logger
+	// fail, when set, is called before each step of Register; an error
+	// stops the registration there (tests inject failures with it).
+	fail func(step string) error
+}
+
+// OpenRegistry returns the registry of the workspace.
+func OpenRegistry(cfg RegistryConfig) (*Registry, error) {
+	root, err := filepath.EvalSymlinks(cfg.Workspace)
+	if err == nil {
+		root, err = filepath.Abs(root)
+	}
+	if err != nil {
+		return nil, registryErr("open", "", err)
+	}
+	h := cfg.Harness
+	if h == "" {
+		h = ".efferent"
+	}
+	if h == "." || h == ".." || strings.ContainsRune(h, '/') {
+		return nil, registryErr("open", "", fmt.Errorf("harness directory %q is not a single path component", h))
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Registry{root: root, harn: h, dir: filepath.Join(root, h, registryDir), logger: cfg.Logger}, nil
+}
+
+// Dir returns the registry's directory.
+func (r *Registry) Dir() string { return r.dir }
+
+// String describes the registry.
+func (r *Registry) String() string { return "tool registry " + r.dir }
+
+// RegistryError is a registry that cannot be read or written.
+type RegistryError struct {
+	Op   string // "register", "load", "list"
+	Tool string
+	Err  error
+}
+
+func (e *RegistryError) Error() string {
+	if e.Tool != "" {
+		return fmt.Sprintf("cannot %s tool %q in the tool registry: %v", e.Op, e.Tool, e.Err)
+	}
+	return fmt.Sprintf("cannot %s the tool registry: %v", e.Op, e.Err)
+}
+
+// Unwrap returns [ErrRegistry] and the cause.
+func (e *RegistryError) Unwrap() []error { return []error{ErrRegistry, e.Err} }
+
+var errNotExist = fs.ErrNotExist
+
+func registryErr(op, tool string, err error) error {
+	return &RegistryError{Op: op, Tool: tool, Err: err}
+}
+
+// open opens (creating with create) the tools directory, walking from the
+// workspace without following symlinks.
+func (r *Registry) open(create bool) (*dirfd.Dir, error) {
+	ws, err := dirfd.Open(r.root)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	return ws.OpenPath(r.harn+"/"+registryDir, create, 0o755)
+}
+
+func (r *Registry) step(name string) error {
+	if r.fail != nil {
+		return r.fail(name)
+	}
+	return nil
+}
+
+// Register stores an admitted tool: its object (declaration, manifest,
+// files) under its digest, then its grant under its name. It is all or
+// nothing: after any failure the registry is as it was — the name keeps
+// its old grant, if it had one, and no new object is left behind.
+// Re-registering a name replaces its grant in the same atomic step.
+func (r *Registry) Register(adm *Admission) (err error) {
+	g := adm.Grant
+	if !validName(g.Tool) {
+		return registryErr("register", g.Tool, errors.New("invalid tool name"))
+	}
+	hexDigest, ok := strings.CutPrefix(g.Digest, "sha256:")
+	if !ok || len(hexDigest) != 64 {
+		return registryErr("register", g.Tool, fmt.Errorf("invalid digest %q", g.Digest))
+	}
+	defer func() {
+		if err != nil {
+			err = registryErr("register", g.Tool, err)
+			r.logger.Warn("registration failed", "tool", g.Tool, "err", err)
+		}
+	}()
+	if err := r.step("open"); err != nil {
+		return err
+	}
+	tools, err := r.open(true)
+	if err != nil {
+		return err
+	}
+	defer tools.Close()
+	unlock, err := tools.Lock("lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	staging, err := tools.OpenDir(stagingDir, true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer staging.Close()
+	objects, err := tools.OpenPath(objectsDir, true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer objects.Close()
+	grants, err := tools.OpenDir(grantsDir, true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer grants.Close()
+
+	// Build everything in a staging directory of our own.
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	stage := "reg-" + hex.EncodeToString(rnd[:])
+	sd, err := staging.OpenDir(stage, true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sd.Close()
+		if rerr := staging.RemoveAll(stage); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	exists, err := objects.Exists(hexDigest)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if err := r.stageObject(sd, adm); err != nil {
+			return err
+		}
+	}
+	grant, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := r.step("stage-grant"); err != nil {
+		return err
+	}
+	if err := sd.WriteFile("grant.json", append(grant, '\n'), 0o444); err != nil {
+		return err
+	}
+
+	// Publish: the object (if new), then the grant. Undo the object if the
+	// grant cannot follow it.
+	if !exists {
+		if err := r.step("publish-object"); err != nil {
+			return err
+		}
+		if err := sd.Rename("object", objects, hexDigest); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				objects.RemoveAll(hexDigest)
+			}
+		}()
+		if err := r.step("sync-objects"); err != nil {
+			return err
+		}
+		if err := objects.Sync(); err != nil {
+			return err
+		}
+	}
+	old, _ := r.readGrant(grants, g.Tool)
+	if err := r.step("publish-grant"); err != nil {
+		return err
+	}
+	if err := sd.Rename("grant.json", grants, g.Tool+".json"); err != nil {
+		return err
+	}
+	if err := grants.Sync(); err != nil {
+		r.logger.Warn("cannot sync the grants directory", "err", err)
+	}
+	r.logger.Info("registered", "tool", g.Tool, "digest", g.Digest)
+	// The old object goes when nothing names it any more.
+	if old != nil && old.Digest != g.Digest {
+		r.collect(tools, objects, old.Digest)
+	}
+	return nil
+}
+
+// stageObject writes the object directory "object" into sd.
+func (r *Registry) stageObject(sd *dirfd.Dir, adm *Admission) error {
+	if err := r.step("stage-object"); err != nil {
+		return err
+	}
+	obj, err := sd.OpenDir("object", true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	var decl bytes.Buffer
+	enc := json.NewEncoder(&decl)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(adm.Declaration); err != nil {
+		return err
+	}
+	if err := r.step("stage-declaration"); err != nil {
+		return err
+	}
+	if err := obj.WriteFile("declaration.json", decl.Bytes(), 0o444); err != nil {
+		return err
+	}
+	if err := obj.WriteFile("manifest.json", adm.Manifest, 0o444); err != nil {
+		return err
+	}
+	files, err := obj.OpenDir(filesDir, true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer files.Close()
+	for _, f := range adm.Files {
+		if err := r.step("stage-file"); err != nil {
+			return err
+		}
+		dir, base := path.Split(f.Path)
+		target := files
+		if dir != "" {
+			target, err = files.OpenPath(strings.TrimSuffix(dir, "/"), true, 0o755)
+			if err != nil {
+				return err
+			}
+		}
+		mode := uint32(0o444)
+		if f.Exec {
+			mode = 0o555
+		}
+		err = target.WriteFile(base, f.Data, mode)
+		if target != files {
+			target.Close()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collect removes the object hexDigest ("sha256:...") when no grant names
+// it. Failing to is harmless: an unnamed object is never run.
+func (r *Registry) collect(tools, objects *dirfd.Dir, digest string) {
+	grants, err := tools.OpenDir(grantsDir, false, 0)
+	if err != nil {
+		return
+	}
+	defer grants.Close()
+	names, err := grants.Names()
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if name, ok := strings.CutSuffix(n, ".json"); ok {
+			if g, err := r.readGrant(grants, name); err == nil && g.Digest == digest {
+				return
+			}
+		}
+	}
+	if err := objects.RemoveAll(strings.TrimPrefix(digest, "sha256:")); err != nil {
+		r.logger.Warn("cannot remove an unused tool object", "digest", digest, "err", err)
+	}
+}
+
+func (r *Registry) readGrant(grants *dirfd.Dir, name string) (*Grant, error) {
+	data, _, err := grants.ReadFile(name+".json", MaxDeclarationSize)
+	if err != nil {
+		return nil, err
+	}
+	var g Grant
+	if err := json.Unmarshal(data, &g); err != nil {
+		return nil, fmt.Errorf("grant of %q: %v", name, err)
+	}
+	return &g, nil
+}
+
+// List returns the grants of all registered tools, by name.
+func (r *Registry) List() ([]*Grant, error) {
+	tools, err := r.open(false)
+	if err != nil {
+		if errors.Is(err, errNotExist) {
+			return nil, nil
+		}
+		return nil, registryErr("list", "", err)
+	}
+	defer tools.Close()
+	grants, err := tools.OpenDir(grantsDir, false, 0)
+	if err != nil {
+		if errors.Is(err, errNotExist) {
+			return nil, nil
+		}
+		return nil, registryErr("list", "", err)
+	}
+	defer grants.Close()
+	names, err := grants.Names()
+	if err != nil {
+		return nil, registryErr("list", "", err)
+	}
+	slices.Sort(names)
+	var out []*Grant
+	for _, n := range names {
+		name, ok := strings.CutSuffix(n, ".json")
+		if !ok || !validName(name) {
+			continue
+		}
+		g, err := r.readGrant(grants, name)
+		if err != nil {
+			return nil, registryErr("list", name, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// Tool is a registered tool, loaded and verified.
+type Tool struct {
+	Grant       *Grant
+	Declaration *Declaration
+	Files       []File
+	// Dir is the absolute path of the tool's files, read-only.
+	Dir string
+}
+
+// Load reads the registered tool name and verifies it: its declaration
+// and files must still hash to the digest its grant names.
+func (r *Registry) Load(name string) (*Tool, error) {
+	if !validName(name) {
+		return nil, &RegistryError{Op: "load", Tool: name, Err: ErrUnknownTool}
+	}
+	tools, err := r.open(false)
+	if err != nil {
+		if errors.Is(err, errNotExist) {
+			return nil, &RegistryError{Op: "load", Tool: name, Err: ErrUnknownTool}
+		}
+		return nil, registryErr("load", name, err)
+	}
+	defer tools.Close()
+	grants, err := tools.OpenDir(grantsDir, false, 0)
+	if err == nil {
+		defer grants.Close()
+	}
+	var g *Grant
+	if err == nil {
+		g, err = r.readGrant(grants, name)
+	}
+	if err != nil {
+		if errors.Is(err, errNotExist) {
+			return nil, &RegistryError{Op: "load", Tool: name, Err: ErrUnknownTool}
+		}
+		return nil, registryErr("load", name, err)
+	}
+	hexDigest := strings.TrimPrefix(g.Digest, "sha256:")
+	obj, err := tools.OpenPath(objectsDir+"/"+hexDigest, false, 0)
+	if err != nil {
+		return nil, registryErr("load", name, err)
+	}
+	defer obj.Close()
+	data, _, err := obj.ReadFile("declaration.json", MaxDeclarationSize)
+	if err != nil {
+		return nil, registryErr("load", name, err)
+	}
+	d, err := Decode(data, FormatJSON)
+	if err != nil {
+		return nil, registryErr("load", name, err)
+	}
+	t := &Tool{Grant: g, Declaration: d, Dir: filepath.Join(r.dir, objectsDir, hexDigest, filesDir)}
+	names := d.Files
+	if d.Kind == KindWasm {
+		names = []string{d.Module}
+	}
+	if len(names) > 0 {
+		files, err := obj.OpenDir(filesDir, false, 0)
+		if err != nil {
+			return nil, registryErr("load", name, err)
+		}
+		defer files.Close()
+		for _, n := range names {
+			clean := path.Clean(n)
+			dir, base := path.Split(clean)
+			target := files
+			if dir != "" {
+				if target, err = files.OpenPath(strings.TrimSuffix(dir, "/"), false, 0); err != nil {
+					return nil, registryErr("load", name, err)
+				}
+			}
+			data, mode, err := target.ReadFile(base, MaxFileSize)
+			if target != files {
+				target.Close()
+			}
+			if err != nil {
+				return nil, registryErr("load", name, err)
+			}
+			t.Files = append(t.Files, newFile(clean, data, mode&0o111 != 0))
+		}
+		slices.SortFunc(t.Files, func(x, y File) int { return strings.Compare(x.Path, y.Path) })
+	}
+	if _, digest := manifestOf(d, t.Files); digest != g.Digest {
+		return nil, registryErr("load", name, fmt.Errorf("its declaration or files no longer match the digest %s it was admitted with", g.Digest))
+	}
+	return t, nil
+}

@@ -1,0 +1,3 @@
+#!/bin/sh
+# count the lines of the input
+wc -c

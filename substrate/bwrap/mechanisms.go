@@ -1,0 +1,61 @@
+package bwrap
+
+import "github.com/cordon-run/cordon/substrate"
+
+func mech(name, detail string) substrate.Mechanism {
+	return substrate.Mechanism{Substrate: "bwrap", Name: name, Detail: detail}
+}
+
+// The mechanisms a [Policy] applies, as a grant quotes them. Each names the
+// bwrap flags behind it; [Policy.Mechanisms] lists those of one policy.
+var (
+	// ReadOnlyRoot: the host file system is visible and read-only.
+	ReadOnlyRoot = mech("ro-root", "--ro-bind / / --dev /dev --proc /proc")
+	// TmpfsTmp: a fresh, empty /tmp for every call.
+	TmpfsTmp = mech("tmpfs-tmp", "--tmpfs /tmp")
+	// EmptyHome: HOME is an empty directory on the fresh /tmp.
+	EmptyHome = mech("tmpfs-home", "--dir "+Home+" (HOME="+Home+")")
+	// HideHomes: the real home directories are replaced by empty tmpfs.
+	HideHomes = mech("hide-homes", "--tmpfs /home --tmpfs /root --tmpfs <caller's home>")
+	// HideServiceSockets: host service sockets under /run are unreachable.
+	HideServiceSockets = mech("hide-run", "--tmpfs /run --tmpfs /var/run")
+	// BindWorkspace: the workspace is the one writable tree.
+	BindWorkspace = mech("bind-workspace", "--bind <ws> <ws>")
+	// ReadOnlyWorkspace: the workspace is visible read-only.
+	ReadOnlyWorkspace = mech("ro-workspace", "--ro-bind <ws> <ws>")
+	// HideWorkspace: the workspace is an empty tmpfs.
+	HideWorkspace = mech("hide-workspace", "--tmpfs <ws>")
+	// ReadOnlyHarness: harness state is re-bound read-only on top of the
+	// writable workspace, created first when absent.
+	ReadOnlyHarness = mech("ro-harness", "--ro-bind <ws>/<harness> <ws>/<harness>")
+	// PinParents: the directories on the way to a write-later path are
+	// bound onto themselves, so they cannot be renamed away and replaced.
+	PinParents = mech("pin-parents", "--bind <ws>/.git <ws>/.git")
+	// ReadOnlyWriteLater: the paths that run later outside the sandbox are
+	// read-only, masked by an empty directory or file when absent.
+	ReadOnlyWriteLater = mech("ro-write-later", "--ro-bind <ws>/.git/hooks <ws>/.git/hooks --ro-bind <ws>/.git/config <ws>/.git/config")
+	// ReadOnlyBinds: extra host paths bound read-only on top of everything.
+	ReadOnlyBinds = mech("ro-binds", "--ro-bind <path> <path>")
+	// UnshareUser: a new user namespace in which no further user namespace
+	// can be created.
+	UnshareUser = mech("unshare-user", "--unshare-user --disable-userns")
+	// CapDrop: the command holds no capability, not even as root.
+	CapDrop = mech("cap-drop", "--cap-drop ALL")
+	// UnsharePID: a private PID namespace; host processes are invisible and
+	// every process of the sandbox dies with its init.
+	UnsharePID = mech("unshare-pid", "--unshare-pid")
+	// UnshareIPC: private IPC, UTS and cgroup namespaces.
+	UnshareIPC = mech("unshare-ipc", "--unshare-ipc --unshare-uts --unshare-cgroup-try")
+	// UnshareNet: a network namespace of its own, with only loopback.
+	UnshareNet = mech("unshare-net", "--unshare-net")
+	// ShareNet: the host network namespace (the network is open).
+	ShareNet = mech("share-net", "no --unshare-net: host network")
+	// NewSession: a new session, with no controlling terminal to inject
+	// input into.
+	NewSession = mech("new-session", "--new-session")
+	// DieWithParent: the sandbox is killed when bwrap dies (a backstop;
+	// the PID namespace is the mechanism).
+	DieWithParent = mech("die-with-parent", "--die-with-parent")
+	// ClearEnv: the environment is exactly the allow-list.
+	ClearEnv = mech("clearenv", "environment: PATH=<ws>/.local/bin:..., HOME, LANG, TERM and granted names only")
+)
