@@ -15,10 +15,7 @@ import (
 func exampleTool(t *testing.T, name, dir string) string {
 	t.Helper()
 	os.MkdirAll(dir, 0o755)
-	decl, err := os.ReadFile(filepath.Join("..", "..", "examples", name, "tool.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	decl := wasmtest.Declaration(t, "examples/"+name)
 	os.WriteFile(filepath.Join(dir, "tool.json"), decl, 0o644)
 	os.WriteFile(filepath.Join(dir, "tool.wasm"), wasmtest.Go(t, "examples/"+name), 0o644)
 	return filepath.Join(dir, "tool.json")
@@ -103,8 +100,7 @@ func TestWasmAdmissionRefusesUngrantedImport(t *testing.T) {
 	exampleTool(t, "gofmt", dir)
 	// gofmt's module (which imports cordon/write) with count-lines's
 	// capabilities (fs.read only).
-	decl, _ := os.ReadFile(filepath.Join("..", "..", "examples", "count-lines", "tool.json"))
-	os.WriteFile(filepath.Join(dir, "tool.json"), decl, 0o644)
+	os.WriteFile(filepath.Join(dir, "tool.json"), wasmtest.Declaration(t, "examples/count-lines"), 0o644)
 	r := cordon(t, "", "admit", "-w", ws, "--json", filepath.Join(dir, "tool.json"))
 	if r.code != 3 || !strings.Contains(r.stdout, "wasm.import:cordon/write") {
 		t.Fatalf("admit: %+v", r)

@@ -95,6 +95,26 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// Declaration returns the tool.json beside the Go program in dir (see
+// [Go]): testdata/wasm/NAME.json in the working directory when present,
+// else the source tree's.
+func Declaration(t testing.TB, dir string) []byte {
+	t.Helper()
+	name := filepath.Base(dir)
+	if data, err := os.ReadFile(filepath.Join("testdata", "wasm", name+".json")); err == nil {
+		return data
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		testenv.Require(t, false, "the declaration of %s: %v", dir, err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(dir), "tool.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // RemoveBuilds removes the modules Go built. Call it from TestMain.
 func RemoveBuilds() {
 	buildMu.Lock()
