@@ -75,10 +75,11 @@ func BenchmarkWarmCall(b *testing.B) {
 	}
 }
 
-// BenchmarkDeadline measures what the deadline mechanism costs on a
-// compute-bound loop: the same module on two raw wazero runtimes, with
-// and without close-on-context-done, alternated call by call. (cordon
-// itself never runs without it.)
+// BenchmarkDeadline measures what the deadline mechanism costs: the same
+// module on two raw wazero runtimes, with and without
+// close-on-context-done, alternated call by call — on a compute-bound
+// loop (the worst case: a check on every back-edge) and on the
+// count-lines example (a real tool). cordon itself never runs without it.
 func BenchmarkDeadline(b *testing.B) {
 	var m wasmtest.Module
 	m.Memory(1, 0)
@@ -91,42 +92,59 @@ func BenchmarkDeadline(b *testing.B) {
 		wasmtest.LocalGet(0), u(1), wasmtest.I32Sub, wasmtest.LocalSet(0),
 		wasmtest.LocalGet(0), wasmtest.I32Eqz, wasmtest.I32Eqz, wasmtest.BrIf(0),
 		wasmtest.End))
-	bin := m.Bytes()
-	ctx := context.Background()
-	compile := func(closeOnDone bool) (wazero.Runtime, wazero.CompiledModule) {
-		r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(closeOnDone))
-		wasi_snapshot_preview1.MustInstantiate(ctx, r)
-		cm, err := r.CompileModule(ctx, bin)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return r, cm
+	_, root, _ := layout(b)
+	for i := 0; i < 20; i++ {
+		os.WriteFile(filepath.Join(root, "f"+string(rune('a'+i))+".go"), bytes.Repeat([]byte("package x // TODO\n"), 2000), 0o644)
 	}
-	rOn, cmOn := compile(true)
-	defer rOn.Close(ctx)
-	rOff, cmOff := compile(false)
-	defer rOff.Close(ctx)
-	run := func(r wazero.Runtime, cm wazero.CompiledModule) time.Duration {
-		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		start := time.Now()
-		mod, err := r.InstantiateModule(cctx, cm, wazero.NewModuleConfig().WithName(""))
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		mod.Close(ctx)
-		return d
+	for _, c := range []struct {
+		name  string
+		bin   func() []byte
+		stdin string
+	}{
+		{"loop", m.Bytes, ""},
+		{"count-lines", func() []byte { return wasmtest.Go(b, "examples/count-lines") }, `{"pattern":"TODO","glob":"*.go"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			bin := c.bin()
+			ctx := context.Background()
+			compile := func(closeOnDone bool) (wazero.Runtime, wazero.CompiledModule) {
+				r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(closeOnDone))
+				wasi_snapshot_preview1.MustInstantiate(ctx, r)
+				cm, err := r.CompileModule(ctx, bin)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return r, cm
+			}
+			rOn, cmOn := compile(true)
+			defer rOn.Close(ctx)
+			rOff, cmOff := compile(false)
+			defer rOff.Close(ctx)
+			run := func(r wazero.Runtime, cm wazero.CompiledModule) time.Duration {
+				cctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				cfg := wazero.NewModuleConfig().WithName("").WithStdin(bytes.NewReader([]byte(c.stdin))).
+					WithFSConfig(wazero.NewFSConfig().WithReadOnlyDirMount(root, "/"))
+				start := time.Now()
+				mod, err := r.InstantiateModule(cctx, cm, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				d := time.Since(start)
+				mod.Close(ctx)
+				return d
+			}
+			var on, off []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				on = append(on, run(rOn, cmOn))
+				off = append(off, run(rOff, cmOff))
+			}
+			b.ReportMetric(float64(median(on).Microseconds())/1000, "ms/with-deadline")
+			b.ReportMetric(float64(median(off).Microseconds())/1000, "ms/without")
+			b.ReportMetric(float64(median(on))/float64(median(off)), "x-cost")
+		})
 	}
-	var on, off []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		on = append(on, run(rOn, cmOn))
-		off = append(off, run(rOff, cmOff))
-	}
-	b.ReportMetric(float64(median(on).Microseconds())/1000, "ms/with-deadline")
-	b.ReportMetric(float64(median(off).Microseconds())/1000, "ms/without")
-	b.ReportMetric(float64(median(on))/float64(median(off)), "x-cost")
 }
 
 // BenchmarkProcess runs the count-lines example as separate processes:
