@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/runtime"
@@ -15,7 +16,9 @@ import (
 
 // runWasm runs a prepared wasm tool in process, with the compiled code
 // cached in the workspace's harness state.
-func (e *env) runWasm(ctx context.Context, p *admission.Prepared) int {
+// A signal that canceled ctx arrives on got; the exit code is then 128+N,
+// as for a native tool.
+func (e *env) runWasm(ctx context.Context, p *admission.Prepared, got <-chan os.Signal) int {
 	policy, err := wasm.PolicyOf(p.Grant.All())
 	if err != nil {
 		return e.fail(err)
@@ -52,6 +55,13 @@ func (e *env) runWasm(ctx context.Context, p *admission.Prepared) int {
 	if err != nil {
 		switch {
 		case errors.Is(err, wasm.ErrCanceled):
+			select {
+			case s := <-got:
+				if n, ok := s.(syscall.Signal); ok {
+					return 128 + int(n)
+				}
+			default:
+			}
 			return exitError
 		case errors.Is(err, wasm.ErrModule):
 			return e.failCode(err, exitCannotRun)

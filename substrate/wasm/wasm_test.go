@@ -750,3 +750,34 @@ func TestMemoryMinimumAboveCapRefused(t *testing.T) {
 }
 
 var _ = time.Second
+
+// The compilation cache is machine code cordon runs: CacheDir never
+// follows a symlink planted where the cache should be.
+func TestCacheDirRefusesSymlinks(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
+	os.MkdirAll(root, 0o755)
+	os.MkdirAll(outside, 0o755)
+	if err := os.Symlink(outside, filepath.Join(root, ".efferent")); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := CacheDir(root, ".efferent"); err == nil {
+		t.Fatalf("CacheDir followed a symlinked .efferent to %s", dir)
+	}
+	os.Remove(filepath.Join(root, ".efferent"))
+	os.MkdirAll(filepath.Join(root, ".efferent"), 0o755)
+	if err := os.Symlink(outside, filepath.Join(root, ".efferent", "cache")); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := CacheDir(root, ".efferent"); err == nil {
+		t.Fatalf("CacheDir followed a symlinked cache to %s", dir)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("something was created outside: %v", entries)
+	}
+	os.Remove(filepath.Join(root, ".efferent", "cache"))
+	dir, err := CacheDir(root, ".efferent")
+	if err != nil || dir != filepath.Join(root, ".efferent", "cache", "wasm") {
+		t.Fatalf("CacheDir: %q %v", dir, err)
+	}
+}
