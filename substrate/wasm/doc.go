@@ -50,8 +50,9 @@
 //     harness state (".efferent/cache/wasm"), which tools cannot write. A
 //     native tool run with --no-sandbox can, and could then run code in
 //     cordon's process.
-//   - Guest memory is allocated by wazero inside cordon's process: a module
-//     at its cap holds that much of cordon's memory until the call ends.
+//   - Guest memory lives inside cordon's process, in one anonymous mapping
+//     per instance: a module at its cap holds that much of cordon's memory
+//     until the call ends (then it is unmapped).
 //   - The deadline is checked at function entries and loop back-edges; on
 //     tight loops it costs several times the loop's speed (see the README
 //     for the measured figure). It is never switched off.
@@ -62,4 +63,9 @@
 //     workspace do not resolve inside the guest. Times and modes of files
 //     cannot be changed (ENOSYS), links cannot be created (ENOTCAPABLE).
 //   - No network: modules get no socket functions, and net:host is refused.
+//   - A module that declares a memory maximum above its cap does not run
+//     (wazero refuses it when compiling): grant a cap at least its maximum,
+//     or build it without one (Go's toolchain declares none).
+//   - The engine keeps one wazero runtime, with its own compiled code, per
+//     distinct memory cap and file-system grant it has run.
 package wasm
