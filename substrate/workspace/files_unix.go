@@ -86,7 +86,10 @@ func (w *Workspace) OpenFile(name string, flag int, perm fs.FileMode) (*os.File,
 	return os.NewFile(uintptr(fd), path.Join(w.root, canon)), nil
 }
 
-// openMode is [Workspace.open] with a creation mode.
+// openMode opens the checked workspace-relative path rel (the caller's
+// name) beneath the workspace with flags and a creation mode, following
+// symlinks only as far as they stay inside it, and returns the descriptor
+// and the canonical workspace-relative path it opened.
 func (w *Workspace) openMode(op, name, rel string, flags int, mode uint32) (int, string, error) {
 	canon := rel
 	for attempt := 0; ; attempt++ {
