@@ -9,4 +9,6 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
+require github.com/tetratelabs/wazero v1.12.0
+
 require golang.org/x/text v0.14.0 // indirect

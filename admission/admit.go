@@ -501,6 +501,10 @@ func checkResolve(_ context.Context, _ *Admitter, s *state) bool {
 	if _, ok := s.set.One(capabilities.KindNet); !ok && len(s.set.Of(capabilities.KindNetConnect)) == 0 {
 		defaults = append(defaults, capabilities.NoNet())
 	}
+	if _, ok := s.set.One(capabilities.KindMemory); !ok && s.decl.Kind == KindWasm {
+		c, _ := capabilities.MemoryLimit(DefaultWasmMemory)
+		defaults = append(defaults, c)
+	}
 	s.defaults, _ = capabilities.NewSet(defaults...)
 	resolve := func(c capabilities.Capability, def bool) {
 		ms, err := s.enforcer.Mechanisms(c, s.set)

@@ -15,6 +15,8 @@ import (
 const (
 	DefaultTime   = 30 * time.Second
 	DefaultOutput = 1 << 20 // bytes kept of stdout and of stderr
+	// DefaultWasmMemory caps a wasm tool's memory when it asks for none.
+	DefaultWasmMemory = 64 << 20
 )
 
 // Grant is admission's "yes": what a tool may do, and the mechanisms that
@@ -45,6 +47,16 @@ type Grant struct {
 	Facts       substrate.Facts `json:"facts"`
 	FactsDigest string          `json:"facts_digest"`
 	AdmittedAt  time.Time       `json:"admitted_at"`
+}
+
+// All returns the capabilities the tool runs under: those granted and the
+// default limits applied for those it did not ask for.
+func (g *Grant) All() capabilities.Set {
+	all, err := capabilities.NewSet(append(g.Capabilities.All(), g.Defaults.All()...)...)
+	if err != nil {
+		return g.Capabilities // a default never conflicts with what was asked for
+	}
+	return all
 }
 
 // Has reports whether the grant holds c.

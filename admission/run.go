@@ -53,7 +53,12 @@ type Prepared struct {
 	// Rechecked reports that the host's facts had changed and the grant
 	// was made again.
 	Rechecked bool
-	Spec      runtime.Spec
+	// Spec holds a native tool to its grant.
+	Spec runtime.Spec
+	// Input is the checked input, the tool's stdin. A wasm tool has no
+	// Spec: its caller runs the module with the wasm substrate under
+	// [Grant.All].
+	Input []byte
 }
 
 // Prepare loads the tool name from the registry (verifying its declaration
@@ -103,6 +108,10 @@ func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, inpu
 	stdin, err := t.CheckInput(input)
 	if err != nil {
 		return nil, err
+	}
+	p.Input = stdin
+	if g.Kind == KindWasm {
+		return p, nil
 	}
 	p.Spec, err = a.Spec(t, g, stdin, cfg.Environ)
 	if err != nil {

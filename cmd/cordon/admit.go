@@ -12,6 +12,7 @@ import (
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/internal/refusal"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/wasm"
 )
 
 func init() {
@@ -47,7 +48,9 @@ func (e *env) admitter() (*admission.Admitter, *admission.Registry, error) {
 		HarnessState: e.harness,
 		Substrates: map[string]substrate.Enforcer{
 			admission.KindNative: admission.NewNative(admission.NativeConfig{}),
+			admission.KindWasm:   wasm.Enforcer{},
 		},
+		Inspectors: map[string]substrate.Inspector{admission.KindWasm: wasm.Enforcer{}},
 	})
 	if err != nil {
 		return nil, nil, err

@@ -83,6 +83,9 @@ func runRun(e *env, args []string) int {
 		}
 		return e.fail(err)
 	}
+	if p.Grant.Kind == admission.KindWasm {
+		return e.runWasm(ctx, p, got)
+	}
 	res, err := runtime.Run(ctx, p.Spec)
 	if err != nil {
 		switch {

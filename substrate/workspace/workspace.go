@@ -32,6 +32,10 @@ var (
 	ErrNoMatch          = refusal.Failure("NoMatch", "old text not found")
 	ErrNotUnique        = refusal.Failure("NotUnique", "old text is not unique")
 	ErrInvalid          = refusal.Failure("Invalid", "invalid argument")
+	// ErrHardLink refuses to open a file for writing when it has more
+	// than one hard link: another name may lie outside the workspace or in
+	// harness state, and a write through this one would change it too.
+	ErrHardLink = refusal.Policy("HardLink", "more than one hard link")
 )
 
 // PathError is the error of every [Workspace] operation.
@@ -51,6 +55,8 @@ func (e *PathError) Error() string {
 		return fmt.Sprintf("refusing to %s %q — resolved paths are confined to %s", e.Op, e.Path, e.Root)
 	case ErrHarnessState:
 		return fmt.Sprintf("refusing to %s %q — %s is harness state, outside the workspace grant of %s", e.Op, e.Path, e.detail, e.Root)
+	case ErrHardLink:
+		return fmt.Sprintf("refusing to %s %q for writing — it has %s, and writes in %s never go through a hard link", e.Op, e.Path, e.detail, e.Root)
 	case ErrSymlinkLoop:
 		return fmt.Sprintf("refusing to %s %q — more than %d symlinks on the way; paths are resolved within %s", e.Op, e.Path, maxSymlinks, e.Root)
 	}

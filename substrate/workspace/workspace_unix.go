@@ -339,21 +339,7 @@ func (w *Workspace) open(op, name string, flags int) (int, string, error) {
 	if err != nil {
 		return -1, "", err
 	}
-	canon := rel
-	for attempt := 0; ; attempt++ {
-		fd, err := openBeneath(w.fd, dotIfEmpty(canon), flags, 0)
-		if err == nil {
-			return fd, canon, nil
-		}
-		if err != unix.ELOOP || attempt == 3 {
-			return -1, "", w.fail(op, name, err)
-		}
-		// A symlink on the way: resolve it ourselves, check the result,
-		// and open again without following anything.
-		if canon, err = w.resolve(op, name, rel); err != nil {
-			return -1, "", err
-		}
-	}
+	return w.openMode(op, name, rel, flags, 0)
 }
 
 // check turns name into a cleaned workspace-relative path and refuses it

@@ -1,0 +1,5 @@
+package wasm
+
+import "golang.org/x/sys/unix"
+
+const mapNoReserve = unix.MAP_NORESERVE
