@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/internal/wasmtest"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CORDON_TEST_AS_CORDON") == "1" {
 		os.Exit(doMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	wasmtest.RemoveBuilds()
+	os.Exit(code)
 }
 
 func needBwrap(t testing.TB) {
