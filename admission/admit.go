@@ -273,7 +273,7 @@ func checkCapabilities(_ context.Context, _ *Admitter, s *state) bool {
 
 func checkEnv(_ context.Context, _ *Admitter, s *state) bool {
 	for _, c := range s.set.Of(capabilities.KindEnv) {
-		if why := envRefusal(c.Name()); why != "" {
+		if why := capabilities.EnvHazard(c.Name()); why != "" {
 			s.refuse(Reason{Check: "env", Capability: c.String(), Blocked: why, Err: ErrCapabilityRefused,
 				Instead: "pass the value in the tool's input, or use a variable of the tool's own name"})
 		}

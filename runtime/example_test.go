@@ -29,21 +29,21 @@ func ExampleRun() {
 	fmt.Println(res) // "exit 0 after 1.2s on bwrap (sandboxed); stdout 5120 bytes, stderr 0 bytes"
 }
 
-// A tool admitted with "fs.read:workspace" and "env:GOFLAGS" and nothing
+// A tool admitted with "fs.read:workspace" and "env:GOPROXY" and nothing
 // else: the workspace read-only, its own files bound read-only, no network.
 func ExampleSpec_admittedTool() {
 	ws := "/home/me/project"
 	tool := ws + "/.efferent/tools/3f2a9c"
 	policy := bwrap.NewPolicy(ws).
 		WithAccess(bwrap.AccessRead).
-		WithEnv("GOFLAGS").
+		WithEnv("GOPROXY").
 		WithReadOnly(tool)
 	fmt.Println(policy)
 	for _, m := range policy.Mechanisms()[:3] {
 		fmt.Println(m)
 	}
 	// Output:
-	// bwrap: workspace /home/me/project (read), network none, env PATH HOME LANG TERM GOFLAGS, read-only binds /home/me/project/.efferent/tools/3f2a9c
+	// bwrap: workspace /home/me/project (read), network none, env PATH HOME LANG TERM GOPROXY, read-only binds /home/me/project/.efferent/tools/3f2a9c
 	// bwrap: --unshare-user --disable-userns
 	// bwrap: --cap-drop ALL
 	// bwrap: --unshare-pid

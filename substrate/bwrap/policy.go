@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -272,33 +273,6 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// refusedEnv lists variables that change how programs are loaded or how
-// shells run whatever they run, and the variables the sandbox sets itself.
-var refusedEnv = map[string]string{
-	"PATH":              "the sandbox sets PATH itself, led by <workspace>/.local/bin",
-	"HOME":              "the sandbox sets HOME itself, to an empty directory",
-	"BASH_ENV":          "it makes every non-interactive bash run a file first",
-	"ENV":               "it makes every interactive sh run a file first",
-	"SHELLOPTS":         "it changes how bash runs",
-	"BASHOPTS":          "it changes how bash runs",
-	"PS4":               "bash evaluates it while tracing",
-	"PROMPT_COMMAND":    "bash runs it",
-	"IFS":               "it changes how shells split words",
-	"GCONV_PATH":        "it makes the C library load code from a directory",
-	"NODE_OPTIONS":      "it makes node load code",
-	"PYTHONSTARTUP":     "it makes python run a file",
-	"PERL5OPT":          "it makes perl load code",
-	"RUBYOPT":           "it makes ruby load code",
-	"JAVA_TOOL_OPTIONS": "it makes the JVM load agents",
-}
-
-// refusedEnvPrefixes lists families of variables refused by prefix.
-var refusedEnvPrefixes = map[string]string{
-	"LD_":        "it changes how the dynamic loader loads programs",
-	"DYLD_":      "it changes how the dynamic loader loads programs",
-	"BASH_FUNC_": "it defines shell functions that bash imports",
-}
-
 // CheckEnvName returns an error matching [ErrEnvRefused] when name is not a
 // valid variable name or is one of the variables that change how programs
 // load or run (LD_*, DYLD_*, BASH_ENV, ENV, BASH_FUNC_*, ...) or that the
@@ -307,13 +281,8 @@ func CheckEnvName(name string) error {
 	if !validEnvName(name) {
 		return &Error{Op: "pass", Path: name, Err: ErrEnvRefused, detail: "not a valid environment variable name"}
 	}
-	if why, ok := refusedEnv[name]; ok {
+	if why := capabilities.EnvHazard(name); why != "" {
 		return &Error{Op: "pass", Path: name, Err: ErrEnvRefused, detail: why}
-	}
-	for prefix, why := range refusedEnvPrefixes {
-		if strings.HasPrefix(name, prefix) {
-			return &Error{Op: "pass", Path: name, Err: ErrEnvRefused, detail: why}
-		}
 	}
 	return nil
 }

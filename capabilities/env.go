@@ -1,16 +1,17 @@
-package admission
+package capabilities
 
 import (
 	"fmt"
 	"strings"
 )
 
-// forbiddenEnv lists environment variables that change how programs load,
-// what they run, or where they look for code and configuration. env:NAME
-// for any of them is refused: a tool that could set them for itself, or
-// receive the caller's, could run code its grant does not name.
-var forbiddenEnv = map[string]string{
-	"PATH":                  "it decides which program a name runs; tools get a fixed PATH of system folders",
+// hazardousEnv lists environment variables that change how programs load,
+// what they run, or where they look for code and configuration, and those a
+// sandbox sets itself. Neither admission (env:NAME) nor cordon exec
+// (--env NAME) passes them: a tool that received the caller's value could
+// run code its grant does not name.
+var hazardousEnv = map[string]string{
+	"PATH":                  "it decides which program a name runs; the sandbox sets its own PATH",
 	"HOME":                  "tools get an empty HOME of their own; the real one is hidden",
 	"IFS":                   "it changes how shells split words",
 	"PS4":                   "shells expand it, running commands, when tracing",
@@ -69,8 +70,8 @@ var forbiddenEnv = map[string]string{
 	"DYLD_INSERT_LIBRARIES": "the dynamic loader loads the libraries it names into every program",
 }
 
-// forbiddenEnvPrefixes lists families of variables refused the same way.
-var forbiddenEnvPrefixes = []struct{ prefix, why string }{
+// hazardousEnvPrefixes lists families of variables refused the same way.
+var hazardousEnvPrefixes = []struct{ prefix, why string }{
 	{"LD_", "the dynamic loader takes LD_* variables (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT) to load code"},
 	{"DYLD_", "the dynamic loader takes DYLD_* variables to load code"},
 	{"MALLOC_", "glibc's allocator takes MALLOC_* variables"},
@@ -88,17 +89,20 @@ var forbiddenEnvPrefixes = []struct{ prefix, why string }{
 	{"CORDON_", "CORDON_* variables belong to cordon itself"},
 }
 
-// envRefusal returns why env:name cannot be granted, or "". Names are
-// compared without regard to case, so that no spelling slips through on a
-// system or a program that folds case.
-func envRefusal(name string) string {
+// EnvHazard returns why the environment variable name must not be passed
+// to a tool — it changes how programs load or what they run, or the
+// sandbox sets it itself — or "" when it may be. Names are compared without
+// regard to case, so that no spelling slips through on a system or in a
+// program that folds case. It is the one list behind env:NAME in admission
+// and --env NAME in cordon exec.
+func EnvHazard(name string) string {
 	upper := strings.ToUpper(name)
-	if why, ok := forbiddenEnv[upper]; ok {
-		return fmt.Sprintf("%s cannot be granted: %s", name, why)
+	if why, ok := hazardousEnv[upper]; ok {
+		return fmt.Sprintf("%s cannot be granted to a tool: %s", name, why)
 	}
-	for _, p := range forbiddenEnvPrefixes {
+	for _, p := range hazardousEnvPrefixes {
 		if strings.HasPrefix(upper, p.prefix) {
-			return fmt.Sprintf("%s cannot be granted: %s", name, p.why)
+			return fmt.Sprintf("%s cannot be granted to a tool: %s", name, p.why)
 		}
 	}
 	return ""
