@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -101,6 +103,8 @@ func TestProtectedPaths(t *testing.T) {
 		attacks map[string]string
 		// absent lists paths that must not exist on the host afterwards.
 		absent []string
+		// empty lists directories that must be empty afterwards.
+		empty []string
 	}
 	for _, l := range []layout{{
 		name: "harness state present",
@@ -149,6 +153,11 @@ func TestProtectedPaths(t *testing.T) {
 			"git-mv-aside":   "mv .git .git.old",
 			"git-rm":         "rm -rf .git",
 			"git-config":     "git config core.hooksPath /tmp/hooks",
+			"commondir":      "echo ../evil > .git/commondir",
+			"commondir-mv":   "echo ../evil > cd && mv cd .git/commondir",
+			"modules-plant":  "mkdir -p .git/modules/sub/hooks",
+			"modules-rm":     "rm -rf .git/modules",
+			"worktrees":      "mkdir -p .git/worktrees/wt",
 		},
 	}, {
 		name: "git repository without hooks",
@@ -160,7 +169,7 @@ func TestProtectedPaths(t *testing.T) {
 			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
 			"hooks-rmdir": "rmdir .git/hooks",
 		},
-		absent: []string{".git/hooks"},
+		empty: []string{".git/hooks", ".git/modules", ".git/worktrees"},
 	}, {
 		name:  "no git repository",
 		setup: func(t *testing.T, ws string) {},
@@ -221,7 +230,66 @@ func TestProtectedPaths(t *testing.T) {
 					t.Errorf("%s exists on the host after the run", a)
 				}
 			}
+			for _, d := range l.empty {
+				if des, err := os.ReadDir(filepath.Join(ws, d)); err != nil || len(des) > 0 {
+					t.Errorf("%s after the run: %v %v; want an empty directory", d, des, err)
+				}
+			}
 		})
+	}
+}
+
+// TestGitCannotBeRedirected plays the whole write-now-execute-later attack
+// on a real repository: the tool builds a complete git directory of its
+// own whose configuration runs a command (core.fsmonitor), and tries every
+// way of making the repository's git use it later — commondir, config,
+// hooksPath, replacing .git. Afterwards "git status" on the host, as the
+// user would run it, must not run the planted command.
+func TestGitCannotBeRedirected(t *testing.T) {
+	needBwrap(t)
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	ws := workspace(t, base(t))
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gitBin, args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null", "HOME="+ws)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q", ".")
+	git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+	marker := filepath.Join(filepath.Dir(ws), "pwned")
+	script := `
+cp -r .git evil 2>/dev/null
+printf '[core]
+	fsmonitor = "touch ` + marker + `; false"
+' >> evil/config
+` + attempt("commondir", "echo ../evil > .git/commondir") +
+		attempt("commondir-abs", "echo $PWD/evil > .git/commondir") +
+		attempt("config", `printf '[core]
+	fsmonitor = "touch `+marker+`; false"
+' >> .git/config`) +
+		attempt("hookspath", "git config core.hooksPath evil/hooks") +
+		attempt("replace", "mv .git .git.old && mv evil .git") +
+		attempt("gitfile", "echo 'gitdir: evil' > .git")
+	res := run(t, bwrap.NewPolicy(ws), script)
+	for name, rc := range statuses(t, res.Stdout) {
+		if rc == "0" {
+			t.Errorf("attack %s succeeded inside the sandbox", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "evil", "config")); err != nil {
+		t.Fatalf("the tool could not even build its git directory (the test does not exercise the boundary): %v %q", err, res.Stderr)
+	}
+	git("status", "--short")
+	git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("git on the host ran the command the tool planted")
 	}
 }
 
@@ -849,7 +917,7 @@ func TestInvalidSpecs(t *testing.T) {
 // .git/config, and .git itself when it is a file: what no run may change.
 func protectedSnapshot(t *testing.T, ws string) map[string]string {
 	out := map[string]string{}
-	for _, p := range []string{".efferent", ".foundry", ".git/hooks", ".git/config"} {
+	for _, p := range []string{".efferent", ".foundry", ".git/hooks", ".git/config", ".git/commondir", ".git/modules", ".git/worktrees"} {
 		for k, v := range snapshot(t, filepath.Join(ws, p)) {
 			if !strings.HasPrefix(v, "error: ") {
 				out[filepath.Join(p, k)] = v

@@ -26,7 +26,7 @@ func tempWorkspace(t *testing.T) string {
 
 func TestPolicyStringAndMechanisms(t *testing.T) {
 	p := NewPolicy("/w")
-	want := "bwrap: workspace /w (write; read-only: .efferent, .foundry, .git/hooks/, .git/config), network none, env PATH HOME LANG TERM"
+	want := "bwrap: workspace /w (write; read-only: .efferent, .foundry, .git/hooks/, .git/config, .git/commondir, .git/modules/, .git/worktrees/), network none, env PATH HOME LANG TERM"
 	if got := p.String(); got != want {
 		t.Errorf("String() = %q\nwant        %q", got, want)
 	}
@@ -205,8 +205,9 @@ func TestArgsOrderAndEnvironment(t *testing.T) {
 }
 
 // TestPinsExistingGitDirectory: with .git present, .git is pinned (bound
-// onto itself, so it cannot be renamed away), not made read-only, and an
-// absent .git/config gets a mount point that Close removes.
+// onto itself, so it cannot be renamed away), not made read-only, and the
+// absent write-later paths get placeholders that mean to git what their
+// absence meant, and that stay (another run may have them mounted).
 func TestPinsExistingGitDirectory(t *testing.T) {
 	ws := tempWorkspace(t)
 	os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755)
@@ -226,9 +227,20 @@ func TestPinsExistingGitDirectory(t *testing.T) {
 	if st, err := os.Lstat(filepath.Join(ws, ".git/config")); err != nil || !st.Mode().IsRegular() || st.Size() != 0 {
 		t.Errorf(".git/config mount point: %v %v", st, err)
 	}
+	if got, err := os.ReadFile(filepath.Join(ws, ".git/commondir")); err != nil || string(got) != ".\n" {
+		t.Errorf(".git/commondir placeholder = %q, %v; want the git directory itself", got, err)
+	}
+	for _, d := range []string{".git/modules", ".git/worktrees"} {
+		if st, err := os.Lstat(filepath.Join(ws, d)); err != nil || !st.IsDir() {
+			t.Errorf("%s placeholder: %v %v", d, st, err)
+		}
+		if index(args, "--ro-bind", ws+"/"+d, ws+"/"+d) < 0 {
+			t.Errorf("%s is not bound read-only: %q", d, args)
+		}
+	}
 	sb.Close()
-	if _, err := os.Lstat(filepath.Join(ws, ".git/config")); err == nil {
-		t.Errorf("Close left the empty .git/config mount point behind")
+	if _, err := os.Lstat(filepath.Join(ws, ".git/commondir")); err != nil {
+		t.Errorf("Close removed the .git/commondir placeholder, which another run may have mounted: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(ws, ".git/hooks")); err != nil {
 		t.Errorf("Close removed .git/hooks, which existed before: %v", err)

@@ -19,7 +19,8 @@
 //     depending on [Access];
 //   - with write access, harness state (".efferent", ".foundry") re-bound
 //     read-only on top ([ReadOnlyHarness]), and the write-now-execute-later
-//     paths (".git/hooks", ".git/config") too ([ReadOnlyWriteLater]), with
+//     paths (".git/hooks", ".git/config", ".git/commondir", ".git/modules",
+//     ".git/worktrees": [DefaultWriteLater]) too ([ReadOnlyWriteLater]), with
 //     the directories on the way to them (".git") bound onto themselves so
 //     that they cannot be renamed away and replaced ([PinParents]);
 //   - the extra read-only binds the policy names ([ReadOnlyBinds]), on top
@@ -28,10 +29,14 @@
 //
 // Harness directories that do not exist yet are created (mode 0700) before
 // the sandbox starts, so that a tool cannot plant them. An absent
-// write-later path is masked by an empty read-only directory or file that
-// cordon creates as the mount point and removes after the run when it is
-// still empty (for ".git" when the workspace has none: a tool cannot
-// "git init" a repository whose configuration would run commands later).
+// write-later path is masked by a read-only placeholder that cordon creates
+// as the mount point: an empty directory, an empty file, or for
+// ".git/commondir" a file naming the git directory itself (".") — what
+// git reads as if it were absent. Placeholders inside an existing ".git"
+// stay (another run of the workspace may have them mounted); an empty
+// ".git" made for a workspace that has none is removed after the run when
+// it is still empty (a tool cannot "git init" a repository whose
+// configuration would run commands later).
 // A harness or write-later path that is a symlink, or has a symlink on the
 // way to it, is refused with [ErrProtectedPath]: bubblewrap would follow
 // it.
@@ -74,14 +79,16 @@
 //   - Host sockets outside /run, /var/run, /tmp and the hidden homes remain
 //     reachable by path; with [NetHost] abstract Unix sockets and every
 //     network service are reachable too.
-//   - A writable .git still lets a tool change what later git commands read
-//     outside the hooks and config: for instance a "commondir" file, a
-//     submodule's git directory under .git/modules, or the index. A harness
-//     that runs git after a tool with write access should protect all of
-//     ".git/" with [Policy.WithWriteLater].
-//   - A mount point cordon created for an absent path stays on the host if
-//     cordon is killed before it can remove it (an empty .git directory,
-//     which git ignores, or an empty .git/config).
+//   - A writable .git still lets a tool change data later git commands
+//     read — the index, refs, objects, packed-refs, info/attributes — and a
+//     tool can plant a whole new repository in any subdirectory of the
+//     workspace, whose configuration runs when someone runs git there. A
+//     harness that runs git after a tool with write access should protect
+//     all of ".git/" with [Policy.WithWriteLater] and treat nested
+//     repositories as untrusted.
+//   - An empty .git that cordon made for a workspace without one stays on
+//     the host if cordon is killed before it can remove it (git ignores
+//     it); placeholders inside an existing .git always stay.
 //   - No limit on memory, disk (the tmpfs /tmp is bounded by the kernel's
 //     default of half the RAM) or process count yet.
 //   - bubblewrap and user namespaces are Linux only; elsewhere [Detect]

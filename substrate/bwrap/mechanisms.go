@@ -31,9 +31,10 @@ var (
 	// PinParents: the directories on the way to a write-later path are
 	// bound onto themselves, so they cannot be renamed away and replaced.
 	PinParents = mech("pin-parents", "--bind <ws>/.git <ws>/.git")
-	// ReadOnlyWriteLater: the paths that run later outside the sandbox are
-	// read-only, masked by an empty directory or file when absent.
-	ReadOnlyWriteLater = mech("ro-write-later", "--ro-bind <ws>/.git/hooks <ws>/.git/hooks --ro-bind <ws>/.git/config <ws>/.git/config")
+	// ReadOnlyWriteLater: the paths that run later outside the sandbox
+	// (.git/hooks, config, commondir, modules, worktrees) are read-only,
+	// masked by a placeholder directory or file when absent.
+	ReadOnlyWriteLater = mech("ro-write-later", "--ro-bind <ws>/.git/{hooks,config,commondir,modules,worktrees} (same path)")
 	// ReadOnlyBinds: extra host paths bound read-only on top of everything.
 	ReadOnlyBinds = mech("ro-binds", "--ro-bind <path> <path>")
 	// UnshareUser: a new user namespace in which no further user namespace

@@ -70,9 +70,20 @@ func ParseNetwork(s string) (Network, error) {
 }
 
 // DefaultWriteLater lists the workspace paths that run later outside the
-// sandbox (the repository's hooks and configuration, which git executes or
-// obeys). A trailing slash marks a directory.
-var DefaultWriteLater = []string{".git/hooks/", ".git/config"}
+// sandbox: what git executes or obeys when the user runs it afterwards. The
+// repository's hooks and configuration; "commondir", which moves git to
+// another directory's configuration and hooks (a tool could otherwise plant
+// a whole git directory whose core.fsmonitor runs on the next "git
+// status"); and the git directories of submodules and linked worktrees,
+// each with its own hooks and configuration. A trailing slash marks a
+// directory.
+var DefaultWriteLater = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/modules/", ".git/worktrees/"}
+
+// placeholder is what an absent write-later file is created with before the
+// run, as its read-only mount point: content that means to git what the
+// absence meant ("commondir" naming the git directory itself), so that git
+// inside and outside the sandbox behaves as before.
+var placeholder = map[string]string{".git/commondir": ".\n"}
 
 // DefaultHarnessState lists the harness directories protected by default;
 // it matches the workspace guard's list.

@@ -183,12 +183,18 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 			}
 			fi, err := os.Lstat(next)
 			if errors.Is(err, fs.ErrNotExist) {
-				if err := s.create(next, e.harness, !last || e.dir); err != nil {
+				err = s.create(next, e.harness, !last || e.dir, placeholder[rel], i == 0)
+				if err == nil {
+					add(&protected, next)
+					break
+				}
+				if !errors.Is(err, fs.ErrExist) {
 					return nil, nil, &Error{Op: "start", Path: rel, Root: p.workspace, Err: ErrSetup, Cause: err,
 						detail: fmt.Sprintf("cannot create %s to protect it: %v", rel, err)}
 				}
-				add(&protected, next)
-				break
+				// Another run of this workspace created it meanwhile:
+				// protect it as an existing path.
+				fi, err = os.Lstat(next)
 			}
 			if err != nil {
 				return nil, nil, &Error{Op: "start", Path: rel, Root: p.workspace, Err: ErrSetup, Cause: err,
@@ -214,23 +220,37 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 	return pins, protected, nil
 }
 
-// create makes an absent protected path: a harness directory (kept), or an
-// empty directory or file to serve as a read-only mount point (removed by
-// Close when still empty).
-func (s *Sandbox) create(path string, harness, dir bool) error {
+// create makes an absent protected path: a harness directory, or a
+// directory or file (holding content) to serve as a read-only mount point.
+// Only a mount point at the top of the workspace (the whole of an absent
+// .git) is removed again by Close, when still empty: one inside an
+// existing directory may be a mount point of another run of the same
+// workspace, and removing it there would let that run's tool create the
+// path. Those placeholders (an empty hooks directory, a commondir naming
+// the git directory itself) mean to git what their absence meant.
+func (s *Sandbox) create(path string, harness, dir bool, content string, top bool) error {
 	if harness {
 		return os.Mkdir(path, 0o700)
 	}
 	if dir {
-		if err := os.Mkdir(path, 0o700); err != nil {
+		if err := os.Mkdir(path, 0o755); err != nil {
 			return err
 		}
 	} else {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return err
 		}
-		f.Close()
+		_, err = f.WriteString(content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !top {
+		return nil
 	}
 	info, err := os.Lstat(path)
 	if err != nil {
