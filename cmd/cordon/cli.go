@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -176,4 +181,41 @@ func readInput(r io.Reader, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("input is larger than the limit of %d bytes", max)
 	}
 	return data, nil
+}
+
+// interrupt cancels a run's context when cordon gets SIGINT or SIGTERM, so
+// that the whole tree dies before cordon exits, and remembers the signal.
+type interrupt struct {
+	cancel context.CancelFunc
+	sigs   chan os.Signal
+	got    atomic.Value // os.Signal
+}
+
+func interruptible() (context.Context, *interrupt) {
+	ctx, cancel := context.WithCancel(context.Background())
+	i := &interrupt{cancel: cancel, sigs: make(chan os.Signal, 1)}
+	signal.Notify(i.sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-i.sigs:
+			i.got.Store(s)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, i
+}
+
+func (i *interrupt) stop() {
+	signal.Stop(i.sigs)
+	i.cancel()
+}
+
+// code is the exit code of a run the interrupt canceled: 128+N for signal
+// N, as a shell reports it, or 1 when no signal canceled it.
+func (i *interrupt) code() int {
+	if s, ok := i.got.Load().(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitError
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -95,20 +92,8 @@ func runExec(e *env, args []string) int {
 
 	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
 	// dies before cordon exits.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	got := make(chan os.Signal, 1)
-	go func() {
-		select {
-		case s := <-sigs:
-			got <- s
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, intr := interruptible()
+	defer intr.stop()
 
 	res, err := runtime.Run(ctx, runtime.Spec{
 		Command:   fs.Args(),
@@ -144,14 +129,7 @@ func runExec(e *env, args []string) int {
 	case res.TimedOut:
 		return exitTimeout
 	case res.Canceled:
-		select {
-		case s := <-got:
-			if n, ok := s.(syscall.Signal); ok {
-				return 128 + int(n)
-			}
-		default:
-		}
-		return exitError
+		return intr.code()
 	}
 	return res.ExitCode
 }

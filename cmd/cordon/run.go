@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/runtime"
@@ -57,20 +54,8 @@ func runRun(e *env, args []string) int {
 
 	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
 	// dies before cordon exits.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	got := make(chan os.Signal, 1)
-	go func() {
-		select {
-		case s := <-sigs:
-			got <- s
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, intr := interruptible()
+	defer intr.stop()
 
 	p, err := a.Prepare(ctx, admission.RunConfig{Registry: reg, Environ: os.Environ()}, name, data)
 	if err != nil {
@@ -84,7 +69,7 @@ func runRun(e *env, args []string) int {
 		return e.fail(err)
 	}
 	if p.Grant.Kind == admission.KindWasm {
-		return e.runWasm(ctx, p, got)
+		return e.runWasm(ctx, p, intr)
 	}
 	res, err := runtime.Run(ctx, p.Spec)
 	if err != nil {
@@ -111,14 +96,7 @@ func runRun(e *env, args []string) int {
 	case res.TimedOut:
 		return exitTimeout
 	case res.Canceled:
-		select {
-		case s := <-got:
-			if n, ok := s.(syscall.Signal); ok {
-				return 128 + int(n)
-			}
-		default:
-		}
-		return exitError
+		return intr.code()
 	}
 	return res.ExitCode
 }

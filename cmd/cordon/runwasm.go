@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/runtime"
@@ -18,7 +17,7 @@ import (
 // cached in the workspace's harness state.
 // A signal that canceled ctx arrives on got; the exit code is then 128+N,
 // as for a native tool.
-func (e *env) runWasm(ctx context.Context, p *admission.Prepared, got <-chan os.Signal) int {
+func (e *env) runWasm(ctx context.Context, p *admission.Prepared, intr *interrupt) int {
 	policy, err := wasm.PolicyOf(p.Grant.All())
 	if err != nil {
 		return e.fail(err)
@@ -55,14 +54,7 @@ func (e *env) runWasm(ctx context.Context, p *admission.Prepared, got <-chan os.
 	if err != nil {
 		switch {
 		case errors.Is(err, wasm.ErrCanceled):
-			select {
-			case s := <-got:
-				if n, ok := s.(syscall.Signal); ok {
-					return 128 + int(n)
-				}
-			default:
-			}
-			return exitError
+			return intr.code()
 		case errors.Is(err, wasm.ErrModule):
 			return e.failCode(err, exitCannotRun)
 		}
