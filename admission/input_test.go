@@ -56,3 +56,24 @@ func TestCheckInput(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfReferentialSchemas: a schema that refers to itself without
+// descending into the input (a model can write one by mistake or on
+// purpose) is refused or validates; it never recurses without end.
+func TestSelfReferentialSchemas(t *testing.T) {
+	for _, schema := range []string{
+		`{"$ref": "#"}`,
+		`{"allOf": [{"$ref": "#"}]}`,
+		`{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}`,
+	} {
+		sch, err := CompileSchema([]byte(schema))
+		if err != nil {
+			continue // refused at admission: fine
+		}
+		tool := &Tool{Declaration: &Declaration{Name: "t", Kind: KindNative, Command: []string{"true"}, InputSchema: []byte(schema)}}
+		_, err = tool.CheckInput([]byte(`{"a": [1, {"b": 2}]}`))
+		if !errors.Is(err, ErrInputRefused) || sch == nil {
+			t.Errorf("%s: input %v, want a refusal (the schema can never be satisfied)", schema, err)
+		}
+	}
+}
