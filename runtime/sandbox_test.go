@@ -635,7 +635,7 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 			}
 			needProgram(t, "setsid")
 			ws := workspace(t, base(t))
-			marker := markedSleep(t, ws)
+			marker := testenv.MarkedSleep(t, ws)
 			// Each process that should die runs the marked sleep; all
 			// ignore SIGTERM.
 			script := fmt.Sprintf(`trap '' TERM
@@ -660,7 +660,7 @@ wait`, marker)
 			if elapsed > 20*time.Second {
 				t.Errorf("Run took %v after a 5s timeout", elapsed)
 			}
-			if left := processesWith(marker); len(left) > 0 {
+			if left := testenv.ProcessesWith(marker); len(left) > 0 {
 				t.Errorf("processes of the run outlived it: %v", left)
 			}
 		})
@@ -677,7 +677,7 @@ func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
 			}
 			needProgram(t, "setsid")
 			ws := workspace(t, base(t))
-			marker := markedSleep(t, ws)
+			marker := testenv.MarkedSleep(t, ws)
 			start := time.Now()
 			res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
 				func(s *runtime.Spec) { s.NoSandbox = !sandboxed })
@@ -687,7 +687,7 @@ func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
 			if elapsed := time.Since(start); elapsed > 10*time.Second {
 				t.Errorf("Run took %v while background jobs held the output pipes", elapsed)
 			}
-			if left := processesWith(marker); len(left) > 0 {
+			if left := testenv.ProcessesWith(marker); len(left) > 0 {
 				t.Errorf("background jobs outlived the run: %v", left)
 			}
 		})
@@ -697,10 +697,10 @@ func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
 func TestCancellationKillsTheTree(t *testing.T) {
 	needBwrap(t)
 	ws := workspace(t, base(t))
-	marker := markedSleep(t, ws)
+	marker := testenv.MarkedSleep(t, ws)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for len(processesWith(marker)) == 0 {
+		for len(testenv.ProcessesWith(marker)) == 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 		cancel()
@@ -715,7 +715,7 @@ func TestCancellationKillsTheTree(t *testing.T) {
 	if !res.Canceled || res.TimedOut {
 		t.Fatalf("result %v: want canceled", res)
 	}
-	if left := processesWith(marker); len(left) > 0 {
+	if left := testenv.ProcessesWith(marker); len(left) > 0 {
 		t.Errorf("processes outlived the canceled run: %v", left)
 	}
 }

@@ -296,7 +296,7 @@ func TestExecSignalEndsTheTree(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			ws := tempWorkspace(t)
-			marker := markedSleep(t, ws)
+			marker := testenv.MarkedSleep(t, ws)
 			script := fmt.Sprintf(`trap '' TERM INT
 setsid sh -c '(trap "" TERM; exec %[1]s 300) & exit 0'
 %[1]s 300 &
@@ -306,7 +306,7 @@ wait`, marker)
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(20 * time.Second)
-			for len(processesWith(marker)) < 2 {
+			for len(testenv.ProcessesWith(marker)) < 2 {
 				if time.Now().After(deadline) {
 					cmd.Process.Kill()
 					cmd.Wait()
@@ -326,50 +326,9 @@ wait`, marker)
 				cmd.Process.Kill()
 				t.Fatalf("cordon did not exit after %v", sig)
 			}
-			if left := processesWith(marker); len(left) > 0 {
+			if left := testenv.ProcessesWith(marker); len(left) > 0 {
 				t.Errorf("processes outlived cordon: %v", left)
 			}
 		})
 	}
-}
-
-// markedSleep makes <ws>/.local/bin/sleep-MARKER, a symlink to sleep(1),
-// and returns its name, which processesWith finds on the host.
-func markedSleep(t *testing.T, ws string) string {
-	t.Helper()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleep, _ = filepath.EvalSymlinks(sleep)
-	name := fmt.Sprintf("sleep-cordon-marker-%d-%d", os.Getpid(), time.Now().UnixNano())
-	bin := filepath.Join(ws, ".local", "bin")
-	os.MkdirAll(bin, 0o755)
-	if err := os.Symlink(sleep, filepath.Join(bin, name)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, pid := range processesWith(name) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	return name
-}
-
-// processesWith returns the PIDs of host processes whose argv[0] is name.
-func processesWith(name string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		if err == nil && filepath.Base(argv0) == name {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
