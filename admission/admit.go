@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/workspace"
@@ -141,7 +139,7 @@ var pipeline = []Check{
 	{"files", "the tool's files and module, read beneath the declaration's folder", checkFiles},
 	{"command", "a native command resolves to the tool's files or a read-only host program", checkCommand},
 	{"inspect", "the substrate reads the artifact; what it needs was asked for", checkInspect},
-	{"input-schema", "input_schema compiles, with no remote references", checkSchema},
+	{"input-schema", "input_schema passes the schema rules and compiles, with no remote references", checkSchema},
 	{"substrate", "the tool's substrate is available on this host", checkSubstrate},
 	{"resolve", "every capability resolves to at least one mechanism", checkResolve},
 }
@@ -454,10 +452,24 @@ func checkInspect(ctx context.Context, a *Admitter, s *state) bool {
 	return false
 }
 
+// checkSchema compiles the input_schema ([CompileSchema]); each problem
+// the schema rules find is one reason.
 func checkSchema(_ context.Context, _ *Admitter, s *state) bool {
-	if _, err := CompileSchema(s.decl.InputSchema); err != nil {
-		s.refuse(Reason{Check: "input-schema", Field: "input_schema", Err: ErrInvalidDeclaration, Blocked: err.Error(),
-			Instead: "a self-contained JSON Schema (put shared parts under $defs and refer to them with \"#/$defs/...\")"})
+	_, err := CompileSchema(s.decl.InputSchema)
+	if err == nil {
+		return false
+	}
+	problems := []string{err.Error()}
+	var se *SchemaError
+	if errors.As(err, &se) {
+		problems = se.Problems
+		if len(problems) > 10 {
+			problems = append(problems[:10:10], fmt.Sprintf("and %d more problems", len(problems)-10))
+		}
+	}
+	for _, p := range problems {
+		s.refuse(Reason{Check: "input-schema", Field: "input_schema", Err: ErrInvalidDeclaration, Blocked: p,
+			Instead: "a self-contained JSON Schema, draft 2020-12 (put shared parts under $defs and refer to them with \"#/$defs/...\")"})
 	}
 	return false
 }
@@ -575,41 +587,6 @@ func relWithin(p, dir string) (string, bool) {
 		return "", false
 	}
 	return filepath.ToSlash(rel), true
-}
-
-// CompileSchema compiles a tool's input_schema (JSON Schema, draft 2020-12
-// unless "$schema" says otherwise). References are resolved within the
-// schema only: there is no network or file loader, so a remote "$ref" is
-// an error. An empty schema means the tool takes no input: only {} is
-// valid.
-func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage(`{"type":"object","additionalProperties":false}`)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("input_schema is not JSON: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{})
-	const url = "cordon:input_schema.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("input_schema: %v", err)
-	}
-	sch, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("input_schema does not compile: %s", oneLine(err.Error()))
-	}
-	return sch, nil
-}
-
-// noLoader refuses every URL: schemas are compiled without a network or a
-// file system.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("refusing to load %q: input schemas cannot refer to other documents", shorten(url))
 }
 
 func oneLine(s string) string {

@@ -11,7 +11,8 @@
 // beneath the declaration's folder through the workspace guard) → command
 // (a native command resolves to the tool's own files or a read-only host
 // program) → inspect (the substrate reads the artifact, e.g. a wasm
-// module's imports) → input-schema (compiles, no remote references) →
+// module's imports) → input-schema (passes the schema rules and compiles,
+// no remote references) →
 // substrate (available on this host) → resolve (every capability, and every
 // default limit, resolves to at least one mechanism of the tool's
 // substrate, a [substrate.Enforcer]). The result is an [*Admission] holding
@@ -54,6 +55,23 @@
 // the old grant only when it was admitted. [Registry.Load] re-hashes the
 // object against the grant's digest.
 //
+// # Input schemas
+//
+// A tool's input_schema is JSON Schema, draft 2020-12 unless "$schema"
+// names draft-07 (any other "$schema" is refused), validated with
+// google/jsonschema-go, the validator of the official MCP Go SDK.
+// [CompileSchema] runs it first through a short list of named rules
+// ([SchemaRules]) that close what that library accepts silently and a
+// meta-schema would not: "$schema" and "$id" only at the root; no keyword
+// of the other draft (which the validator would ignore); no key that
+// differs from a keyword only in case; known type names; counts not
+// negative; multipleOf above 0; and no loop of $ref, allOf, anyOf, oneOf,
+// not, if/then/else or dependentSchemas that applies a schema to the same
+// value again ({"$ref": "#"}), on which the validator would recurse until
+// the process died. Each problem is one [Reason]. References resolve
+// within the schema; there is no loader, so a "$ref" to another document
+// is refused.
+//
 // # Running
 //
 // [Admitter.Prepare] loads a tool, re-makes its grant when the host's
@@ -79,4 +97,13 @@
 //     only.
 //   - The registry uses descriptor-relative Unix calls; it is not built for
 //     Windows.
+//   - Input validation stops at the first problem the validator finds (it
+//     reports one, with where in the schema it failed, not where in the
+//     input). Numbers are compared as float64, so integers beyond 2^53 are
+//     compared approximately (the tool still receives the input as
+//     written). "pattern" is Go's RE2 syntax, not ECMA 262 (no
+//     look-around or back-references); "format" is not asserted.
+//   - A schema can make validation slow without looping: anyOf and allOf
+//     that branch at every level of a deep input multiply the work (the
+//     input is at most [MaxInputSize] bytes and [MaxDepth] levels deep).
 package admission

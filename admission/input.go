@@ -2,11 +2,12 @@ package admission
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // MaxInputSize bounds a tool's input, in bytes.
@@ -16,7 +17,7 @@ const MaxInputSize = 1 << 20
 // accept, or that is not strict JSON.
 type InputError struct {
 	Tool     string
-	Problems []string // one per failed check: "at /glob: got number, want string"
+	Problems []string // what failed, and where in the schema: `input_schema#/properties/glob: type: 5 has type "integer", want "string"`
 }
 
 func (e *InputError) Error() string {
@@ -48,28 +49,16 @@ func (t *Tool) CheckInput(input []byte) ([]byte, error) {
 		}
 		return nil, bad("the input is not strict JSON: %v", err)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
-	if err != nil {
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
 		return nil, bad("the input is not JSON: %v", err)
 	}
-	sch, err := CompileSchema(t.Declaration.InputSchema)
+	rs, err := CompileSchema(t.Declaration.InputSchema)
 	if err != nil {
 		return nil, bad("%v", err) // admission compiled it; the registry was verified
 	}
-	if err := sch.Validate(v); err != nil {
-		var ve *jsonschema.ValidationError
-		if !errors.As(err, &ve) {
-			return nil, bad("%v", err)
-		}
-		ie := &InputError{Tool: name}
-		collectProblems(ve.BasicOutput(), &ie.Problems)
-		if len(ie.Problems) == 0 {
-			ie.Problems = []string{oneLine(ve.Error())}
-		}
-		if len(ie.Problems) > 10 {
-			ie.Problems = append(ie.Problems[:10], fmt.Sprintf("and %d more", len(ie.Problems)-10))
-		}
-		return nil, ie
+	if err := validate(rs, v); err != nil {
+		return nil, &InputError{Tool: name, Problems: []string{inputProblem(err)}}
 	}
 	var out bytes.Buffer
 	if err := compactJSON(&out, input); err != nil {
@@ -79,21 +68,37 @@ func (t *Tool) CheckInput(input []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func collectProblems(u *jsonschema.OutputUnit, out *[]string) {
-	if u == nil {
-		return
-	}
-	if u.Error != nil {
-		loc := u.InstanceLocation
-		if loc == "" {
-			loc = "/"
+// validate validates v against rs; a panic in the validator is an error.
+func validate(rs *jsonschema.Resolved, v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the validator failed: %v", p)
 		}
-		msg := u.Error.String()
-		if !strings.HasPrefix(msg, "validation failed") {
-			*out = append(*out, fmt.Sprintf("at %s: %s", loc, msg))
+	}()
+	return rs.Validate(v)
+}
+
+// inputProblem rewrites the validator's error, "validating root:
+// validating /properties/n: type: ...", as "at input_schema#/properties/n:
+// type: ...": where in the schema the input failed, and why.
+func inputProblem(err error) string {
+	msg, at := err.Error(), ""
+	for {
+		rest, ok := strings.CutPrefix(msg, "validating ")
+		if !ok {
+			break
 		}
+		loc, after, ok := strings.Cut(rest, ": ")
+		if !ok {
+			break
+		}
+		at, msg = loc, after
 	}
-	for i := range u.Errors {
-		collectProblems(&u.Errors[i], out)
+	switch {
+	case at == "" || at == "root":
+		at = "#"
+	case strings.HasPrefix(at, "/"):
+		at = "#" + at
 	}
+	return oneLine(fmt.Sprintf("input_schema%s: %s", at, msg))
 }

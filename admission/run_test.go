@@ -204,7 +204,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.a.Prepare(context.Background(), RunConfig{Registry: f.reg}, "typed", []byte(`{"n": "five"}`))
-	if !errors.Is(err, ErrInputRefused) || !strings.Contains(err.Error(), "at /n: got string, want integer") {
+	if !errors.Is(err, ErrInputRefused) || !strings.Contains(err.Error(), `input_schema#/properties/n: type: five has type "string", want "integer"`) {
 		t.Fatalf("Prepare = %v", err)
 	}
 	if _, err := f.a.Prepare(context.Background(), RunConfig{Registry: f.reg}, "nope", nil); !errors.Is(err, ErrUnknownTool) {

@@ -99,7 +99,7 @@ func TestAdmitToolsRun(t *testing.T) {
 
 	// Input the schema refuses never reaches the tool.
 	r = cordon(t, "", "run", "-w", ws, "--json", "count-lines", "--input", `{"file": 3}`)
-	if r.code != 3 || !strings.Contains(r.stdout, `"error":"InputRefused"`) || !strings.Contains(r.stdout, "at /file: got number, want string") {
+	if r.code != 3 || !strings.Contains(r.stdout, `"error":"InputRefused"`) || !strings.Contains(r.stdout, "input_schema#/properties/file: type: 3 has type") {
 		t.Fatalf("run with bad input: %+v", r)
 	}
 	if r := cordon(t, "", "run", "-w", ws, "no-such-tool"); r.code != 1 || !strings.Contains(r.stderr, "no such tool") {
