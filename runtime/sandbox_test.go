@@ -842,13 +842,20 @@ func TestRefusedEnvironmentNames(t *testing.T) {
 	}
 }
 
-// TestMissingBubblewrapFailsClosed: no bwrap in PATH, or one that cannot
-// create a sandbox, and the command does not run.
+// TestMissingBubblewrapFailsClosed: no bwrap in PATH, one that cannot
+// create a sandbox, or one that does not make one, and the command does not
+// run.
 func TestMissingBubblewrapFailsClosed(t *testing.T) {
 	ws := workspace(t, base(t))
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "bwrap")
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A "bwrap" that runs the command on the host: the prologue, not PID 2
+	// of a new PID namespace, stops before the command.
+	onHost := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(onHost, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -859,6 +866,7 @@ func TestMissingBubblewrapFailsClosed(t *testing.T) {
 		{"no bwrap in PATH", runtime.Spec{Environ: []string{"PATH=" + t.TempDir()}}, "bwrap not found in PATH"},
 		{"bwrap that cannot sandbox", runtime.Spec{Bwrap: fake}, "Permission denied"},
 		{"broken bwrap in PATH", runtime.Spec{Environ: []string{"PATH=" + dir}}, "Permission denied"},
+		{"bwrap that runs the command on the host", runtime.Spec{Bwrap: onHost}, "not in a sandbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec

@@ -60,10 +60,11 @@
 // # Failing closed
 //
 // [Sandbox.Command] runs the command through a small /bin/sh prologue
-// inside the sandbox that reports, on a pipe, that the sandbox was set up,
-// then executes the command (so a command that is not found or not
-// executable exits 127 or 126, as in a shell). A run whose prologue never
-// reported was never sandboxed: the command did not start.
+// inside the sandbox that checks it runs as PID 2 of a new PID namespace
+// (a "bwrap" that runs it on the host fails here), reports on a pipe that
+// the sandbox was set up, then executes the command (so a command that is
+// not found or not executable exits 127 or 126, as in a shell). A run whose
+// prologue never reported was never sandboxed: the command did not start.
 // [Detect] answers whether bubblewrap can create a sandbox on this host by
 // creating one, and remembers the answer for each bwrap binary for the life
 // of the process; a command that started in a sandbox is such an answer

@@ -378,11 +378,13 @@ const (
 )
 
 // prologue runs inside the finished sandbox as /bin/sh -c PROLOGUE cordon
-// CMD ARGS...: it reports on markerFD, closes it, and executes the command,
-// so that a command not found exits 127 and one not executable 126, as in a
-// shell. dash's exec takes no options; a command that starts with "-" goes
-// through env(1), whose exit codes are the same.
-const prologue = `printf x >&3 && exec 3>&- 4>&- && unset PWD && case $1 in -*) exec /usr/bin/env -- "$@";; esac && exec "$@"`
+// CMD ARGS...: it checks that it is PID 2 of its own PID namespace (bwrap's
+// init is 1), as [Detect]'s probe does, so that a "bwrap" that ran it on
+// the host stops here; then it reports on markerFD, closes it, and executes
+// the command, so that a command not found exits 127 and one not
+// executable 126, as in a shell. dash's exec takes no options; a command
+// that starts with "-" goes through env(1), whose exit codes are the same.
+const prologue = `[ "$$" = 2 ] && printf x >&3 && exec 3>&- 4>&- && unset PWD && case $1 in -*) exec /usr/bin/env -- "$@";; esac && exec "$@"`
 
 // Args returns bwrap's argument list (without the program name) for argv,
 // as [Sandbox.Command] runs it: the options, the status descriptor, then
