@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
 // runTool admits decl (with files), registers it, and runs it with input
@@ -292,5 +293,47 @@ func TestRunRefusesWhenProgramGone(t *testing.T) {
 	var hc *HostChangedError
 	if !errors.As(err, &hc) || !strings.Contains(err.Error(), "its grant no longer holds on this host") || !strings.Contains(err.Error(), `"sh" is not a program`) {
 		t.Fatalf("Prepare = %v", err)
+	}
+}
+
+// TestProbeAtRun: with ProbeAtRun the native substrate does not probe
+// bubblewrap before a run, and the run itself still refuses a "bwrap" that
+// does not make a sandbox: the tool never runs. Without it, Prepare
+// refuses first.
+func TestProbeAtRun(t *testing.T) {
+	f := newFixture(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	adm := f.admit(t, decl("probe", fmt.Sprintf(`["sh", "-c", "echo ran > %s"]`, marker), nil), nil)
+	if err := f.reg.Register(adm); err != nil {
+		t.Fatal(err)
+	}
+	onHost := filepath.Join(t.TempDir(), "bwrap") // runs its command on the host
+	if err := os.WriteFile(onHost, []byte("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.0-fake'; exit 0; }\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, probeAtRun := range []bool{false, true} {
+		a, err := New(Config{Workspace: f.ws, Substrates: map[string]substrate.Enforcer{
+			KindNative: NewNative(NativeConfig{Bwrap: onHost, ProbeAtRun: probeAtRun})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.Prepare(context.Background(), RunConfig{Registry: f.reg}, "probe", nil)
+		if !probeAtRun {
+			if !errors.Is(err, substrate.ErrUnavailable) || !strings.Contains(err.Error(), "not in a sandbox") {
+				t.Errorf("Prepare with the probe = %v; want ErrUnavailable", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Prepare with ProbeAtRun = %v", err)
+		}
+		p.Spec.Bwrap = onHost
+		res, err := runtime.Run(context.Background(), p.Spec)
+		if !errors.Is(err, bwrap.ErrUnavailable) || !strings.Contains(err.Error(), "not in a sandbox") {
+			t.Errorf("Run with ProbeAtRun = %v, %v; want ErrUnavailable", res, err)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the tool ran without a sandbox")
 	}
 }

@@ -41,13 +41,15 @@ func (e *env) workspaceDir() string {
 }
 
 // admitter returns the admission pipeline and the registry of the
-// workspace, with the substrates of this build.
-func (e *env) admitter() (*admission.Admitter, *admission.Registry, error) {
+// workspace, with the substrates of this build. With toRun, the native
+// substrate does not probe bubblewrap before the run: the run's own
+// sandbox is the proof ([admission.NativeConfig.ProbeAtRun]).
+func (e *env) admitter(toRun bool) (*admission.Admitter, *admission.Registry, error) {
 	a, err := admission.New(admission.Config{
 		Workspace:    e.workspaceDir(),
 		HarnessState: e.harness,
 		Substrates: map[string]substrate.Enforcer{
-			admission.KindNative: admission.NewNative(admission.NativeConfig{}),
+			admission.KindNative: admission.NewNative(admission.NativeConfig{ProbeAtRun: toRun}),
 			admission.KindWasm:   wasm.Enforcer{},
 		},
 		Inspectors: map[string]substrate.Inspector{admission.KindWasm: wasm.Enforcer{}},
@@ -71,7 +73,7 @@ func runAdmit(e *env, args []string) int {
 		return e.usageError("admit needs exactly one FILE (or - for stdin)\n" + admitUsage)
 	}
 	file := fs.Arg(0)
-	a, reg, err := e.admitter()
+	a, reg, err := e.admitter(false)
 	if err != nil {
 		return e.fail(err)
 	}

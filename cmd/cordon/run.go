@@ -47,7 +47,7 @@ func runRun(e *env, args []string) int {
 			return e.fail(err)
 		}
 	}
-	a, reg, err := e.admitter()
+	a, reg, err := e.admitter(true)
 	if err != nil {
 		return e.fail(err)
 	}
