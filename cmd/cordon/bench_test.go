@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -142,4 +143,85 @@ func BenchmarkFlood(b *testing.B) {
 	b.ReportMetric(float64(rssLarge), "peak-KiB-1GiB")
 	b.ReportMetric(float64(rssLarge)/float64(rssSmall), "peak-1GiB/peak-64MiB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkStartup measures what a new cordon process costs on the paths
+// an agent calls many times per conversation: `cordon --help` (start-up
+// alone), `cordon fs read`, `cordon exec -- true`, and `cordon run` of an
+// admitted native tool whose command is `true`; for reference also the
+// raw bwrap invocation `cordon exec` builds and the bare `true`. With
+// CORDON_BASELINE naming another cordon binary (bench/startup builds one
+// from a git ref), every command also runs with it, interleaved in the same
+// loop, and the ratios this/baseline are reported. Each binary has its own
+// workspace, where it admitted the tool itself.
+func BenchmarkStartup(b *testing.B) {
+	needBwrap(b)
+	type binary struct {
+		name, path, ws string
+		times          map[string][]time.Duration
+	}
+	bins := []*binary{{name: "", path: buildCordon(b)}}
+	if base := os.Getenv("CORDON_BASELINE"); base != "" {
+		bins = append(bins, &binary{name: "base-", path: base})
+	}
+	const decl = `{"name": "noop", "kind": "native", "command": ["true"], "capabilities": []}`
+	for _, bin := range bins {
+		bin.ws, bin.times = benchWorkspace(b), map[string][]time.Duration{}
+		os.WriteFile(filepath.Join(bin.ws, "notes.txt"), []byte("a\nb\nc\n"), 0o644)
+		c := exec.Command(bin.path, "admit", "-")
+		c.Dir, c.Stdin = bin.ws, strings.NewReader(decl)
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("%s admit: %v\n%s", bin.path, err, out)
+		}
+	}
+	paths := []struct {
+		name string
+		args []string
+	}{
+		{"help", []string{"--help"}},
+		{"fs-read", []string{"fs", "read", "notes.txt"}},
+		{"exec", []string{"exec", "--", "true"}},
+		{"run", []string{"run", "noop"}},
+	}
+	bwrapBin, _ := bwrap.Find(os.Getenv("PATH"))
+	sb, err := bwrap.NewPolicy(bins[0].ws).Prepare(os.Environ())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawArgs, rawEnv := append(sb.Options(), "--", "true"), sb.Env()
+	sb.Close()
+	trueBin, _ := exec.LookPath("true")
+	var raw, bare []time.Duration
+
+	b.ResetTimer()
+	for range b.N {
+		for _, p := range paths {
+			for _, bin := range bins {
+				c := exec.Command(bin.path, p.args...)
+				c.Dir = bin.ws
+				bin.times[p.name] = append(bin.times[p.name], timeRun(b, c))
+			}
+		}
+		r := exec.Command(bwrapBin, rawArgs...)
+		r.Env = rawEnv
+		raw = append(raw, timeRun(b, r))
+		bare = append(bare, timeRun(b, exec.Command(trueBin)))
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	mr := median(raw)
+	b.ReportMetric(ms(median(bare)), "bare-true-ms")
+	b.ReportMetric(ms(mr), "raw-bwrap-ms")
+	for _, p := range paths {
+		for _, bin := range bins {
+			b.ReportMetric(ms(median(bin.times[p.name])), bin.name+p.name+"-ms")
+		}
+		if len(bins) == 2 {
+			b.ReportMetric(float64(median(bins[0].times[p.name]))/float64(median(bins[1].times[p.name])), p.name+"-this/base")
+		}
+	}
+	for _, bin := range bins {
+		b.ReportMetric(float64(median(bin.times["exec"]))/float64(mr), bin.name+"exec/raw-bwrap")
+	}
+	b.ReportMetric(0, "ns/op") // the per-op time mixes every command; the medians above are the figures
 }
