@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -137,23 +137,7 @@ func TestRunNoFilesystem(t *testing.T) {
 // real one).
 func TestRunNetwork(t *testing.T) {
 	f := newFixture(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- struct{}{}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, accepted := testenv.LoopbackListener(t, "")
 	connect := fmt.Sprintf(`["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/%d && echo CONNECTED; exit 0"]`, port)
 	res, _ := f.runTool(t, decl("offline", connect, nil, "time:10s"), nil, "", nil)
 	if strings.Contains(res.Stdout, "CONNECTED") {

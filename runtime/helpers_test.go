@@ -30,6 +30,20 @@ func needBwrap(t testing.TB) {
 }
 
 // needProgram stops the test unless name is installed.
+// bothModes runs f in a subtest with the sandbox (skipped or failed, as
+// testenv.Require says, without bubblewrap) and in one without it
+// (--no-sandbox), for the properties that hold in both.
+func bothModes(t *testing.T, f func(t *testing.T, sandboxed bool)) {
+	for _, sandboxed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
+			if sandboxed {
+				needBwrap(t)
+			}
+			f(t, sandboxed)
+		})
+	}
+}
+
 func needProgram(t testing.TB, name string) {
 	t.Helper()
 	_, err := exec.LookPath(name)

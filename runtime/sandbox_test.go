@@ -488,24 +488,7 @@ func TestNetworkNone(t *testing.T) {
 	needBwrap(t)
 	needProgram(t, "python3")
 	ws := workspace(t, base(t))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- struct{}{}
-			c.Write([]byte("hello from the host\n"))
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, accepted := testenv.LoopbackListener(t, "hello from the host\n")
 	script := fmt.Sprintf(`python3 -c '
 import socket
 s = socket.create_connection(("127.0.0.1", %d), timeout=5)
@@ -628,70 +611,60 @@ func TestHostSocketsAreUnreachable(t *testing.T) {
 // grandchildren call setsid and double-fork, and checks that the timeout
 // ends all of it and that Run returns promptly.
 func TestTimeoutKillsTheWholeTree(t *testing.T) {
-	for _, sandboxed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
-			if sandboxed {
-				needBwrap(t)
-			}
-			needProgram(t, "setsid")
-			ws := workspace(t, base(t))
-			marker := testenv.MarkedSleep(t, ws)
-			// Each process that should die runs the marked sleep; all
-			// ignore SIGTERM.
-			script := fmt.Sprintf(`trap '' TERM
+	bothModes(t, func(t *testing.T, sandboxed bool) {
+		needProgram(t, "setsid")
+		ws := workspace(t, base(t))
+		marker := testenv.MarkedSleep(t, ws)
+		// Each process that should die runs the marked sleep; all
+		// ignore SIGTERM.
+		script := fmt.Sprintf(`trap '' TERM
 setsid sh -c 'trap "" TERM; sh -c "trap \"\" TERM; exec %[1]s 300" & exec %[1]s 300' &
 sh -c '(trap "" TERM; exec %[1]s 300) & exit 0'
 %[1]s 300 &
 while [ "$(grep -l '^%[1]s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -lt 4 ]; do sleep 0.05; done
 echo started
 wait`, marker)
-			start := time.Now()
-			res := run(t, bwrap.NewPolicy(ws), script, func(s *runtime.Spec) {
-				s.Timeout, s.Grace, s.NoSandbox = 5*time.Second, 300*time.Millisecond, !sandboxed
-				s.Logger = testLogger(t)
-			})
-			elapsed := time.Since(start)
-			if !res.TimedOut || res.ExitCode != 124 || res.Signal != "SIGKILL" {
-				t.Errorf("result %v: want timed out, exit 124, SIGKILL", res)
-			}
-			if res.Stdout != "started\n" {
-				t.Errorf("stdout %q: the tree did not start as planned (stderr %q)", res.Stdout, res.Stderr)
-			}
-			if elapsed > 20*time.Second {
-				t.Errorf("Run took %v after a 5s timeout", elapsed)
-			}
-			if left := testenv.ProcessesWith(marker); len(left) > 0 {
-				t.Errorf("processes of the run outlived it: %v", left)
-			}
+		start := time.Now()
+		res := run(t, bwrap.NewPolicy(ws), script, func(s *runtime.Spec) {
+			s.Timeout, s.Grace, s.NoSandbox = 5*time.Second, 300*time.Millisecond, !sandboxed
+			s.Logger = testLogger(t)
 		})
-	}
+		elapsed := time.Since(start)
+		if !res.TimedOut || res.ExitCode != 124 || res.Signal != "SIGKILL" {
+			t.Errorf("result %v: want timed out, exit 124, SIGKILL", res)
+		}
+		if res.Stdout != "started\n" {
+			t.Errorf("stdout %q: the tree did not start as planned (stderr %q)", res.Stdout, res.Stderr)
+		}
+		if elapsed > 20*time.Second {
+			t.Errorf("Run took %v after a 5s timeout", elapsed)
+		}
+		if left := testenv.ProcessesWith(marker); len(left) > 0 {
+			t.Errorf("processes of the run outlived it: %v", left)
+		}
+	})
 }
 
 // TestBackgroundJobsDieWithTheCommand: a command that leaves a background
 // job holding its output returns at once, and the job is gone.
 func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
-	for _, sandboxed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
-			if sandboxed {
-				needBwrap(t)
-			}
-			needProgram(t, "setsid")
-			ws := workspace(t, base(t))
-			marker := testenv.MarkedSleep(t, ws)
-			start := time.Now()
-			res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
-				func(s *runtime.Spec) { s.NoSandbox = !sandboxed })
-			if res.ExitCode != 0 || res.Stdout != "done\n" || res.TimedOut {
-				t.Fatalf("result %v %q %q", res, res.Stdout, res.Stderr)
-			}
-			if elapsed := time.Since(start); elapsed > 10*time.Second {
-				t.Errorf("Run took %v while background jobs held the output pipes", elapsed)
-			}
-			if left := testenv.ProcessesWith(marker); len(left) > 0 {
-				t.Errorf("background jobs outlived the run: %v", left)
-			}
-		})
-	}
+	bothModes(t, func(t *testing.T, sandboxed bool) {
+		needProgram(t, "setsid")
+		ws := workspace(t, base(t))
+		marker := testenv.MarkedSleep(t, ws)
+		start := time.Now()
+		res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
+			func(s *runtime.Spec) { s.NoSandbox = !sandboxed })
+		if res.ExitCode != 0 || res.Stdout != "done\n" || res.TimedOut {
+			t.Fatalf("result %v %q %q", res, res.Stdout, res.Stderr)
+		}
+		if elapsed := time.Since(start); elapsed > 10*time.Second {
+			t.Errorf("Run took %v while background jobs held the output pipes", elapsed)
+		}
+		if left := testenv.ProcessesWith(marker); len(left) > 0 {
+			t.Errorf("background jobs outlived the run: %v", left)
+		}
+	})
 }
 
 func TestCancellationKillsTheTree(t *testing.T) {
@@ -756,40 +729,35 @@ func TestFloodKeepsMemoryFlat(t *testing.T) {
 }
 
 func TestNotFoundAndNotExecutable(t *testing.T) {
-	for _, sandboxed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) {
-			if sandboxed {
-				needBwrap(t)
+	bothModes(t, func(t *testing.T, sandboxed bool) {
+		ws := workspace(t, base(t))
+		writeFile(t, filepath.Join(ws, "not-executable.sh"), "#!/bin/sh\necho hi\n")
+		writeFile(t, filepath.Join(ws, ".local/bin/from-local-bin"), "#!/bin/sh\necho local\n")
+		os.Chmod(filepath.Join(ws, ".local/bin/from-local-bin"), 0o755)
+		for _, tc := range []struct {
+			argv []string
+			code int
+			out  string
+		}{
+			{[]string{"no-such-program-here"}, 127, ""},
+			{[]string{"./no-such-file"}, 127, ""},
+			{[]string{"--help"}, 127, ""},
+			{[]string{"./not-executable.sh"}, 126, ""},
+			{[]string{ws}, 126, ""},
+			{[]string{"from-local-bin"}, 0, "local\n"},
+			{[]string{"printf", "%s|", "a b", "$HOME", "--x", "-c", ""}, 0, "a b|$HOME|--x|-c||"},
+			{[]string{"sh", "-c", "exit 7"}, 7, ""},
+		} {
+			res, err := runtime.Run(context.Background(), runtime.Spec{Command: tc.argv, Policy: bwrap.NewPolicy(ws), NoSandbox: !sandboxed})
+			if err != nil {
+				t.Errorf("%q: %v", tc.argv, err)
+				continue
 			}
-			ws := workspace(t, base(t))
-			writeFile(t, filepath.Join(ws, "not-executable.sh"), "#!/bin/sh\necho hi\n")
-			writeFile(t, filepath.Join(ws, ".local/bin/from-local-bin"), "#!/bin/sh\necho local\n")
-			os.Chmod(filepath.Join(ws, ".local/bin/from-local-bin"), 0o755)
-			for _, tc := range []struct {
-				argv []string
-				code int
-				out  string
-			}{
-				{[]string{"no-such-program-here"}, 127, ""},
-				{[]string{"./no-such-file"}, 127, ""},
-				{[]string{"--help"}, 127, ""},
-				{[]string{"./not-executable.sh"}, 126, ""},
-				{[]string{ws}, 126, ""},
-				{[]string{"from-local-bin"}, 0, "local\n"},
-				{[]string{"printf", "%s|", "a b", "$HOME", "--x", "-c", ""}, 0, "a b|$HOME|--x|-c||"},
-				{[]string{"sh", "-c", "exit 7"}, 7, ""},
-			} {
-				res, err := runtime.Run(context.Background(), runtime.Spec{Command: tc.argv, Policy: bwrap.NewPolicy(ws), NoSandbox: !sandboxed})
-				if err != nil {
-					t.Errorf("%q: %v", tc.argv, err)
-					continue
-				}
-				if res.ExitCode != tc.code || (tc.out != "" && res.Stdout != tc.out) {
-					t.Errorf("%q: exit %d stdout %q stderr %q; want exit %d stdout %q", tc.argv, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.out)
-				}
+			if res.ExitCode != tc.code || (tc.out != "" && res.Stdout != tc.out) {
+				t.Errorf("%q: exit %d stdout %q stderr %q; want exit %d stdout %q", tc.argv, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.out)
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestWorkspaceAccess(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -209,6 +210,18 @@ func interruptible() (context.Context, *interrupt) {
 func (i *interrupt) stop() {
 	signal.Stop(i.sigs)
 	i.cancel()
+}
+
+// exitOf is the exit code of a finished run: the child's own, 124 when
+// its time ran out, 128+N when signal N to cordon ended it.
+func (i *interrupt) exitOf(res runtime.Result) int {
+	switch {
+	case res.TimedOut:
+		return exitTimeout
+	case res.Canceled:
+		return i.code()
+	}
+	return res.ExitCode
 }
 
 // code is the exit code of a run the interrupt canceled: 128+N for signal

@@ -125,11 +125,5 @@ func runExec(e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "cordon: timed out after %v; the process tree was killed (%s)\n", timeout.Round(time.Millisecond), res.Signal)
 		}
 	}
-	switch {
-	case res.TimedOut:
-		return exitTimeout
-	case res.Canceled:
-		return intr.code()
-	}
-	return res.ExitCode
+	return intr.exitOf(res)
 }

@@ -92,11 +92,5 @@ func runRun(e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "cordon: tool %q ran out of its time (%v); the process tree was killed (%s)\n", name, p.Grant.Time(), res.Signal)
 		}
 	}
-	switch {
-	case res.TimedOut:
-		return exitTimeout
-	case res.Canceled:
-		return intr.code()
-	}
-	return res.ExitCode
+	return intr.exitOf(res)
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,4 +58,34 @@ func MarkedSleep(t testing.TB, ws string) string {
 		}
 	})
 	return name
+}
+
+// LoopbackListener listens on an ephemeral port of 127.0.0.1 for the life
+// of the test, writes greeting to every connection it accepts, and reports
+// each accepted connection on the returned channel: a test that a sandbox
+// cannot reach the host's loopback observes the channel stay empty, and its
+// control case (the network shared) observes a connection.
+func LoopbackListener(t testing.TB, greeting string) (port int, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+			c.Write([]byte(greeting))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, ch
 }
