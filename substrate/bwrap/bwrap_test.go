@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cordon-run/cordon/internal/testenv"
@@ -283,6 +284,43 @@ func TestPrepareCreatesAndCleansUp(t *testing.T) {
 	sb.Close()
 	if _, err := os.Lstat(filepath.Join(ws, ".git/HEAD")); err != nil {
 		t.Errorf("Close removed a .git that is no longer empty: %v", err)
+	}
+}
+
+// TestConcurrentPreparesProtectAlike prepares many sandboxes of one fresh
+// workspace at once: whichever creates a placeholder first, every one of
+// them starts and binds every protected path read-only.
+func TestConcurrentPreparesProtectAlike(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		ws := tempWorkspace(t)
+		os.MkdirAll(filepath.Join(ws, ".git"), 0o755) // a .git whose protected paths are all absent
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		args := make([][]string, 8)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sb, err := NewPolicy(ws).Prepare(nil)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				defer sb.Close()
+				args[i] = sb.Args([]string{"true"})
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: Prepare %d: %v", round, i, err)
+			}
+			for _, p := range []string{".efferent", ".foundry", ".git/hooks", ".git/config", ".git/commondir", ".git/modules", ".git/worktrees"} {
+				if index(args[i], "--ro-bind", ws+"/"+p, ws+"/"+p) < 0 {
+					t.Fatalf("round %d: sandbox %d does not bind %s read-only: %q", round, i, p, args[i])
+				}
+			}
+		}
 	}
 }
 
