@@ -17,7 +17,11 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -26,14 +30,17 @@ type Config struct {
 	// Workspace is the workspace tools run in. Declarations may not reach
 	// its harness state.
 	Workspace string
-	// HarnessState names the workspace's harness directories (default
-	// [workspace.DefaultHarnessState]).
-	HarnessState []string
+	// Harness is the harness configuration: harness state, write-later
+	// paths, the per-user state directory (zero: [harness.Default]).
+	Harness harness.Config
 	// Substrates maps a tool kind ("native", "wasm") to the substrate that
-	// runs it. A kind without a substrate is refused.
+	// runs it; nil means bubblewrap for native tools ([bwrap.Enforcer])
+	// and wazero for wasm tools ([wasm.Enforcer]). A kind without a
+	// substrate is refused.
 	Substrates map[string]substrate.Enforcer
 	// Inspectors maps a tool kind to the substrate that reads its artifact
-	// before admission (for wasm: the module's imports). Optional.
+	// before admission (for wasm: the module's imports); nil means
+	// [wasm.Enforcer] for wasm tools.
 	Inspectors map[string]substrate.Inspector
 	// Lookup resolves a native command's program to a read-only host
 	// program; nil means [HostPrograms] with [SandboxPath].
@@ -48,7 +55,7 @@ type Config struct {
 type Admitter struct {
 	cfg     Config
 	root    string // canonical workspace
-	harness []string
+	harness harness.Config
 }
 
 // New returns an Admitter for cfg.
@@ -70,15 +77,36 @@ func New(cfg Config) (*Admitter, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	harness := cfg.HarnessState
-	if harness == nil {
-		harness = workspace.DefaultHarnessState
+	if cfg.Harness.IsZero() {
+		cfg.Harness = harness.Default()
+	}
+	if err := cfg.Harness.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Harness.CheckWorkspace(root); err != nil {
+		return nil, err
+	}
+	if cfg.Substrates == nil {
+		cfg.Substrates = map[string]substrate.Enforcer{
+			KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{}),
+			KindWasm:   wasm.Enforcer{},
+			host.Name:  host.Enforcer{},
+		}
+	}
+	if cfg.Inspectors == nil {
+		cfg.Inspectors = map[string]substrate.Inspector{KindWasm: wasm.Enforcer{}}
 	}
 	if cfg.Lookup == nil {
 		cfg.Lookup = HostPrograms{Workspace: root}.Lookup
 	}
-	return &Admitter{cfg: cfg, root: root, harness: slices.Clone(harness)}, nil
+	return &Admitter{cfg: cfg, root: root, harness: cfg.Harness}, nil
 }
+
+// Workspace returns the canonical workspace.
+func (a *Admitter) Workspace() string { return a.root }
+
+// Harness returns the harness configuration.
+func (a *Admitter) Harness() harness.Config { return a.harness }
 
 // String describes the admitter: its workspace and the substrates it
 // admits tools for.
@@ -117,6 +145,8 @@ type Admission struct {
 	Grant       *Grant
 	// Manifest is the canonical JSON the artifact digest is taken over.
 	Manifest []byte
+	// artifact is what the substrate's inspector parsed.
+	artifact any
 }
 
 // Check is one named step of the pipeline.
@@ -160,7 +190,10 @@ type state struct {
 	mechs    map[string][]string
 	defaults capabilities.Set
 	reasons  []Reason
-	// preloaded: the files come from the registry, already verified.
+	// artifact is what the inspector parsed (a wasm module).
+	artifact any
+	// preloaded: the files come from the registry, verified against the
+	// digest of an authenticated grant.
 	preloaded bool
 }
 
@@ -234,7 +267,7 @@ func (a *Admitter) admit(ctx context.Context, s *state) (*Admission, error) {
 		g.Module = path.Clean(s.decl.Module)
 	}
 	a.cfg.Logger.Info("admitted", "tool", g.Tool, "digest", g.Digest, "capabilities", g.Capabilities.String())
-	return &Admission{Declaration: s.decl, Files: s.files, Grant: g, Manifest: manifest}, nil
+	return &Admission{Declaration: s.decl, Files: s.files, Grant: g, Manifest: manifest, artifact: s.artifact}, nil
 }
 
 func checkDecode(_ context.Context, _ *Admitter, s *state) bool {
@@ -335,21 +368,23 @@ func checkFiles(_ context.Context, a *Admitter, s *state) bool {
 		artifact(field, canon, "the declaration's folder contains the workspace %s; move the declaration into the workspace", a.root)
 		return false
 	}
-	harness := a.harness
-	if !within(canon, a.root) {
-		harness = nil // outside the workspace there is no harness state to protect
+	opts := []workspace.Option{workspace.WithHarness(a.harness), workspace.WithMaxFileSize(MaxFileSize)}
+	if canon != a.root {
+		// Outside the workspace, or beneath its top level, no name is
+		// harness state; the folder is still refused when it holds
+		// cordon's trusted state.
+		opts = append(opts, workspace.WithoutHarnessState())
 	}
 	if rel, ok := relWithin(canon, a.root); ok && rel != "." {
 		first, _, _ := strings.Cut(rel, "/")
-		for _, h := range a.harness {
+		for _, h := range a.harness.State() {
 			if strings.EqualFold(first, h) {
 				artifact(field, canon, "the declaration's folder is harness state")
 				return false
 			}
 		}
-		harness = nil // beneath the workspace's top level, harness names are ordinary
 	}
-	ws, err := workspace.Open(canon, workspace.WithHarnessState(harness...), workspace.WithMaxFileSize(MaxFileSize))
+	ws, err := workspace.Open(canon, opts...)
 	if err != nil {
 		artifact(field, dir, "%v", err)
 		return false
@@ -436,13 +471,14 @@ func checkInspect(ctx context.Context, a *Admitter, s *state) bool {
 	if in == nil || s.decl.Kind != KindWasm || len(s.files) == 0 {
 		return false
 	}
-	needs, err := in.Inspect(ctx, s.files[0].Data)
+	ins, err := in.Inspect(ctx, s.files[0].Data, s.preloaded)
 	if err != nil {
 		s.refuse(Reason{Check: "inspect", Field: "module", Err: ErrArtifactRefused, Blocked: err.Error(),
 			Instead: "a module that imports only host functions cordon grants"})
 		return false
 	}
-	for _, c := range needs {
+	s.artifact = ins.Artifact
+	for _, c := range ins.Needs {
 		if !s.set.Has(c) {
 			s.refuse(Reason{Check: "inspect", Capability: c.String(), Err: ErrArtifactRefused,
 				Blocked: fmt.Sprintf("the module needs %s, which the declaration does not ask for", c),

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate"
 )
@@ -111,7 +111,7 @@ func checkDecision(t *testing.T, w want, adm *Admission, err error) {
 	if !errors.As(err, &r) {
 		t.Fatalf("error is not a *Refusal: %v", err)
 	}
-	if k := refusal.Of(err); k == nil || k.Name() != w.kind || !k.IsPolicy() {
+	if k := refusal.Of(err); k == nil || k.Name() != w.kind || !(k.Class() == refusal.Policy) {
 		t.Errorf("refusal kind %v, want %s (policy)", k, w.kind)
 	}
 	msg := err.Error()

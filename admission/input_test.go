@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 func TestCheckInput(t *testing.T) {
@@ -51,7 +51,7 @@ func TestCheckInput(t *testing.T) {
 			t.Errorf("CheckInput(%.40q) = %v; want an *InputError saying %q", tc.input, err, tc.says)
 			continue
 		}
-		if k := refusal.Of(err); k == nil || !k.IsPolicy() || k.Name() != "InputRefused" {
+		if k := refusal.Of(err); k == nil || !(k.Class() == refusal.Policy) || k.Name() != "InputRefused" {
 			t.Errorf("kind %v", k)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/cordon-run/cordon/capabilities"
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -15,18 +15,18 @@ import (
 // exits 3); the rest are failures.
 var (
 	// ErrInvalidDeclaration: the declaration does not decode or validate.
-	ErrInvalidDeclaration = refusal.Policy("InvalidDeclaration", "invalid tool declaration")
+	ErrInvalidDeclaration = refusal.InvalidDeclaration
 	// ErrCapabilityRefused: a capability cannot be granted (it is
 	// malformed, forbidden, or no mechanism on this host enforces it).
-	ErrCapabilityRefused = refusal.Policy("CapabilityRefused", "capability refused")
+	ErrCapabilityRefused = refusal.CapabilityRefused
 	// ErrArtifactRefused: the tool's files, module or command are refused.
-	ErrArtifactRefused = refusal.Policy("ArtifactRefused", "tool artifact refused")
+	ErrArtifactRefused = refusal.ArtifactRefused
 	// ErrInputRefused: a run's input does not match the tool's input_schema.
-	ErrInputRefused = refusal.Policy("InputRefused", "tool input refused")
+	ErrInputRefused = refusal.InputRefused
 	// ErrUnknownTool: no tool of that name is registered.
-	ErrUnknownTool = refusal.Failure("UnknownTool", "no such tool")
+	ErrUnknownTool = refusal.UnknownTool
 	// ErrRegistry: the registry cannot be read or written.
-	ErrRegistry = refusal.Failure("RegistryError", "tool registry error")
+	ErrRegistry = refusal.Registry
 )
 
 // Reason is one thing admission refused, in words a model can act on: what

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,8 +15,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/dirfd"
+	"github.com/cordon-run/cordon/internal/keystore"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 // The registry's layout beneath the workspace's .efferent directory:
@@ -30,6 +35,16 @@ import (
 // Objects are content-addressed and never change once published; a tool
 // is registered when its grant file is renamed into grants/, one atomic
 // step.
+//
+// A grant file is an envelope: the grant and an HMAC-SHA256 over the
+// workspace, the tool's name and the grant, under the registry key of
+// cordon's per-user key store (package keystore), outside every workspace
+// and hidden from every sandbox. Harness state inside a workspace is
+// read-only to the tools that run there, but a tool of an enclosing
+// workspace, or any process of the user, could write it: a grant that is
+// forged, edited, or moved from another tool or workspace fails the MAC
+// and is refused ([refusal.UntrustedState]). The object a grant names is
+// verified by its digest, which the MAC covers.
 const (
 	registryDir = "tools"
 	objectsDir  = "objects/sha256"
@@ -42,12 +57,16 @@ const (
 type RegistryConfig struct {
 	// Workspace is the workspace whose harness state holds the registry.
 	Workspace string
-	// Harness is the harness directory the registry lives in (default
-	// ".efferent").
-	Harness string
+	// Harness is the harness configuration: the registry lives in its
+	// first harness directory, the key that authenticates it in its
+	// state directory (zero: [harness.Default]).
+	Harness harness.Config
 	// Logger receives one record per change; nil discards.
 	Logger *slog.Logger
 }
+
+// registryKey is the name of the key that authenticates grants.
+const registryKey = "registry"
 
 // Registry is the store of admitted tools under .efferent/tools. It is
 // harness state: cordon writes it itself, with descriptor-relative
@@ -57,7 +76,12 @@ type Registry struct {
 	root   string // canonical workspace
 	dir    string // absolute path of the tools directory
 	harn   string
+	state  string // the per-user state directory holding the key store
 	logger *slog.Logger
+
+	keysOnce sync.Once
+	keys     *keystore.Store
+	keysErr  error
 	// fail, when set, is called before each step of Register; an error
 	// stops the registration there (tests inject failures with it).
 	fail func(step string) error
@@ -72,17 +96,46 @@ func OpenRegistry(cfg RegistryConfig) (*Registry, error) {
 	if err != nil {
 		return nil, registryErr("open", "", err)
 	}
-	h := cfg.Harness
-	if h == "" {
-		h = ".efferent"
+	hc := cfg.Harness
+	if hc.IsZero() {
+		hc = harness.Default()
 	}
-	if h == "." || h == ".." || strings.ContainsRune(h, '/') {
-		return nil, registryErr("open", "", fmt.Errorf("harness directory %q is not a single path component", h))
+	if err := hc.Validate(); err != nil {
+		return nil, err
 	}
+	if err := hc.CheckWorkspace(root); err != nil {
+		return nil, err
+	}
+	h := hc.RegistryDir()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Registry{root: root, harn: h, dir: filepath.Join(root, h, registryDir), logger: cfg.Logger}, nil
+	return &Registry{root: root, harn: h, state: hc.StateDir(), dir: filepath.Join(root, h, registryDir), logger: cfg.Logger}, nil
+}
+
+// keyStore opens the per-user key store once.
+func (r *Registry) keyStore() (*keystore.Store, error) {
+	r.keysOnce.Do(func() { r.keys, r.keysErr = keystore.Open(r.state) })
+	return r.keys, r.keysErr
+}
+
+// grantEnvelope is a grant file: the grant's JSON and its MAC.
+type grantEnvelope struct {
+	Grant json.RawMessage `json:"grant"`
+	MAC   string          `json:"mac"`
+}
+
+// mac authenticates a grant's JSON for the tool name in this workspace.
+func (r *Registry) mac(name string, grant []byte, create bool) (string, error) {
+	ks, err := r.keyStore()
+	if err != nil {
+		return "", err
+	}
+	sum, err := ks.MAC(registryKey, create, []byte("cordon/grant/v1"), []byte(r.root), []byte(name), grant)
+	if err != nil {
+		return "", err
+	}
+	return "hmac-sha256:" + hex.EncodeToString(sum), nil
 }
 
 // Dir returns the registry's directory.
@@ -105,8 +158,14 @@ func (e *RegistryError) Error() string {
 	return fmt.Sprintf("cannot %s the tool registry: %v", e.Op, e.Err)
 }
 
-// Unwrap returns [ErrRegistry] and the cause.
-func (e *RegistryError) Unwrap() []error { return []error{ErrRegistry, e.Err} }
+// Unwrap returns the cause and [ErrRegistry]; a cause with a kind of its
+// own ([ErrUnknownTool], [refusal.UntrustedState]) names the error's kind.
+func (e *RegistryError) Unwrap() []error {
+	if refusal.Of(e.Err) != nil {
+		return []error{e.Err, ErrRegistry}
+	}
+	return []error{ErrRegistry, e.Err}
+}
 
 var errNotExist = fs.ErrNotExist
 
@@ -136,15 +195,16 @@ func (r *Registry) step(name string) error {
 // files) under its digest, then its grant under its name. It is all or
 // nothing: after any failure the registry is as it was — the name keeps
 // its old grant, if it had one, and no new object is left behind.
-// Re-registering a name replaces its grant in the same atomic step.
-func (r *Registry) Register(adm *Admission) (err error) {
+// Re-registering a name replaces its grant in the same atomic step; the
+// grant it replaced is returned (nil for a new tool).
+func (r *Registry) Register(adm *Admission) (replaced *Grant, err error) {
 	g := adm.Grant
 	if !validName(g.Tool) {
-		return registryErr("register", g.Tool, errors.New("invalid tool name"))
+		return nil, registryErr("register", g.Tool, errors.New("invalid tool name"))
 	}
 	hexDigest, ok := strings.CutPrefix(g.Digest, "sha256:")
 	if !ok || len(hexDigest) != 64 {
-		return registryErr("register", g.Tool, fmt.Errorf("invalid digest %q", g.Digest))
+		return nil, registryErr("register", g.Tool, fmt.Errorf("invalid digest %q", g.Digest))
 	}
 	defer func() {
 		if err != nil {
@@ -153,31 +213,31 @@ func (r *Registry) Register(adm *Admission) (err error) {
 		}
 	}()
 	if err := r.step("open"); err != nil {
-		return err
+		return nil, err
 	}
 	tools, err := r.open(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tools.Close()
 	unlock, err := tools.Lock("lock")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	staging, err := tools.OpenDir(stagingDir, true, 0o755)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer staging.Close()
 	objects, err := tools.OpenPath(objectsDir, true, 0o755)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer objects.Close()
 	grants, err := tools.OpenDir(grantsDir, true, 0o755)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer grants.Close()
 
@@ -187,7 +247,7 @@ func (r *Registry) Register(adm *Admission) (err error) {
 	stage := "reg-" + hex.EncodeToString(rnd[:])
 	sd, err := staging.OpenDir(stage, true, 0o755)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		sd.Close()
@@ -197,32 +257,40 @@ func (r *Registry) Register(adm *Admission) (err error) {
 	}()
 	exists, err := objects.Exists(hexDigest)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !exists {
 		if err := r.stageObject(sd, adm); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	grant, err := json.MarshalIndent(g, "", "  ")
+	grant, err := json.Marshal(g)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	mac, err := r.mac(g.Tool, grant, true)
+	if err != nil {
+		return nil, err
+	}
+	envelope, err := json.MarshalIndent(grantEnvelope{Grant: grant, MAC: mac}, "", "  ")
+	if err != nil {
+		return nil, err
 	}
 	if err := r.step("stage-grant"); err != nil {
-		return err
+		return nil, err
 	}
-	if err := sd.WriteFile("grant.json", append(grant, '\n'), 0o444); err != nil {
-		return err
+	if err := sd.WriteFile("grant.json", append(envelope, '\n'), 0o444); err != nil {
+		return nil, err
 	}
 
 	// Publish: the object (if new), then the grant. Undo the object if the
 	// grant cannot follow it.
 	if !exists {
 		if err := r.step("publish-object"); err != nil {
-			return err
+			return nil, err
 		}
 		if err := sd.Rename("object", objects, hexDigest); err != nil {
-			return err
+			return nil, err
 		}
 		defer func() {
 			if err != nil {
@@ -230,18 +298,21 @@ func (r *Registry) Register(adm *Admission) (err error) {
 			}
 		}()
 		if err := r.step("sync-objects"); err != nil {
-			return err
+			return nil, err
 		}
 		if err := objects.Sync(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	old, _ := r.readGrant(grants, g.Tool)
+	if old != nil && old.Tool != g.Tool {
+		old = nil
+	}
 	if err := r.step("publish-grant"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := sd.Rename("grant.json", grants, g.Tool+".json"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := grants.Sync(); err != nil {
 		r.logger.Warn("cannot sync the grants directory", "err", err)
@@ -251,7 +322,7 @@ func (r *Registry) Register(adm *Admission) (err error) {
 	if old != nil && old.Digest != g.Digest {
 		r.collect(tools, objects, old.Digest)
 	}
-	return nil
+	return old, nil
 }
 
 // stageObject writes the object directory "object" into sd.
@@ -336,54 +407,128 @@ func (r *Registry) collect(tools, objects *dirfd.Dir, digest string) {
 	}
 }
 
+// readGrant reads and authenticates the grant of name: its MAC must hold
+// under this user's registry key for this workspace and name, and the
+// grant must name the tool it is filed under.
 func (r *Registry) readGrant(grants *dirfd.Dir, name string) (*Grant, error) {
 	data, _, err := grants.ReadFile(name+".json", MaxDeclarationSize)
 	if err != nil {
 		return nil, err
 	}
+	untrusted := func(why string, args ...any) error {
+		return refusal.Errorf(refusal.UntrustedState, "refusing the grant of tool %q in %s — %s; admit the tool again", name, r.dir, fmt.Sprintf(why, args...))
+	}
+	var env grantEnvelope
+	if err := json.Unmarshal(data, &env); err != nil || len(env.Grant) == 0 || env.MAC == "" {
+		return nil, untrusted("it is not an authenticated grant (no MAC)")
+	}
+	want, err := r.mac(name, env.Grant, false)
+	if err != nil {
+		if errors.Is(err, refusal.UntrustedState) {
+			return nil, untrusted("this user's key store cannot authenticate it: %v", err)
+		}
+		return nil, err
+	}
+	if !hmac.Equal([]byte(want), []byte(env.MAC)) {
+		return nil, untrusted("its MAC does not match: it was forged, edited, or moved here from another tool or workspace")
+	}
 	var g Grant
-	if err := json.Unmarshal(data, &g); err != nil {
+	if err := json.Unmarshal(env.Grant, &g); err != nil {
 		return nil, fmt.Errorf("grant of %q: %v", name, err)
+	}
+	if g.Tool != name {
+		return nil, untrusted("it names tool %q", g.Tool)
 	}
 	return &g, nil
 }
 
-// List returns the grants of all registered tools, by name.
-func (r *Registry) List() ([]*Grant, error) {
+// Remove removes the tool name: its grant goes in one step, then its
+// object when no other grant names it. An unknown name is
+// [ErrUnknownTool].
+func (r *Registry) Remove(name string) (*Grant, error) {
+	if !validName(name) {
+		return nil, &RegistryError{Op: "remove", Tool: name, Err: ErrUnknownTool}
+	}
 	tools, err := r.open(false)
 	if err != nil {
 		if errors.Is(err, errNotExist) {
-			return nil, nil
+			return nil, &RegistryError{Op: "remove", Tool: name, Err: ErrUnknownTool}
 		}
-		return nil, registryErr("list", "", err)
+		return nil, registryErr("remove", name, err)
 	}
 	defer tools.Close()
+	unlock, err := tools.Lock("lock")
+	if err != nil {
+		return nil, registryErr("remove", name, err)
+	}
+	defer unlock()
 	grants, err := tools.OpenDir(grantsDir, false, 0)
 	if err != nil {
 		if errors.Is(err, errNotExist) {
-			return nil, nil
+			return nil, &RegistryError{Op: "remove", Tool: name, Err: ErrUnknownTool}
 		}
-		return nil, registryErr("list", "", err)
+		return nil, registryErr("remove", name, err)
 	}
 	defer grants.Close()
-	names, err := grants.Names()
+	if ok, err := grants.Exists(name + ".json"); err != nil || !ok {
+		if err == nil {
+			err = ErrUnknownTool
+		}
+		return nil, &RegistryError{Op: "remove", Tool: name, Err: err}
+	}
+	old, _ := r.readGrant(grants, name) // a forged grant is removed all the same
+	if err := grants.Remove(name + ".json"); err != nil {
+		return nil, registryErr("remove", name, err)
+	}
+	grants.Sync()
+	r.logger.Info("removed", "tool", name)
+	if old != nil {
+		if objects, err := tools.OpenPath(objectsDir, false, 0); err == nil {
+			r.collect(tools, objects, old.Digest)
+			objects.Close()
+		}
+	}
+	return old, nil
+}
+
+// List returns the grants of all registered tools, by name. A grant that
+// cannot be read or authenticated is left out of them and reported among
+// refused, one error per tool; err means the registry cannot be listed.
+func (r *Registry) List() (grants []*Grant, refused []error, err error) {
+	tools, err := r.open(false)
 	if err != nil {
-		return nil, registryErr("list", "", err)
+		if errors.Is(err, errNotExist) {
+			return nil, nil, nil
+		}
+		return nil, nil, registryErr("list", "", err)
+	}
+	defer tools.Close()
+	dir, err := tools.OpenDir(grantsDir, false, 0)
+	if err != nil {
+		if errors.Is(err, errNotExist) {
+			return nil, nil, nil
+		}
+		return nil, nil, registryErr("list", "", err)
+	}
+	defer dir.Close()
+	names, err := dir.Names()
+	if err != nil {
+		return nil, nil, registryErr("list", "", err)
 	}
 	slices.Sort(names)
-	var out []*Grant
 	for _, n := range names {
 		name, ok := strings.CutSuffix(n, ".json")
 		if !ok || !validName(name) {
 			continue
 		}
-		g, err := r.readGrant(grants, name)
+		g, err := r.readGrant(dir, name)
 		if err != nil {
-			return nil, registryErr("list", name, err)
+			refused = append(refused, registryErr("list", name, err))
+			continue
 		}
-		out = append(out, g)
+		grants = append(grants, g)
 	}
-	return out, nil
+	return grants, refused, nil
 }
 
 // Tool is a registered tool, loaded and verified.

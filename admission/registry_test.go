@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
 )
 

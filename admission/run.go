@@ -5,25 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/cordon-run/cordon/capabilities"
-	"github.com/cordon-run/cordon/runtime"
-	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/substrate"
 )
-
-// RunConfig configures [Admitter.Run].
-type RunConfig struct {
-	// Registry holds the tools.
-	Registry *Registry
-	// Environ is the caller's environment, from which granted env:NAME
-	// values are drawn (os.Environ() if nil).
-	Environ []string
-}
 
 // HostChangedError is a registered tool whose grant no longer holds on
 // this host: run through the pipeline again before it runs (as every tool
@@ -45,37 +36,51 @@ func (e *HostChangedError) Error() string {
 // Unwrap returns the refusal.
 func (e *HostChangedError) Unwrap() error { return e.Refusal }
 
-// Prepared is a tool ready to run: loaded, its grant current for this host,
-// its input checked, and the runtime spec that holds it to its grant.
+// Prepared is a tool or command ready to run: its grant current for this
+// host, its input checked. Package runtime runs it on the substrate the
+// grant names.
 type Prepared struct {
-	Tool  *Tool
-	Grant *Grant // the grant in force: rechecked and re-registered if the host changed
+	// Grant is the grant in force: for a tool, rechecked and re-registered
+	// if the host changed; for a command, made for this run alone.
+	Grant *Grant
+	// Tool is the registered tool; nil for a command ([Admitter.PrepareCommand]).
+	Tool *Tool
 	// Rechecked reports that the host's facts had changed and the grant
 	// was made again.
 	Rechecked bool
-	// Spec holds a native tool to its grant.
-	Spec runtime.Spec
-	// Input is the checked input, the tool's stdin. A wasm tool has no
-	// Spec: its caller runs the module with the wasm substrate under
-	// [Grant.All].
-	Input []byte
+	// Command is a native command as it runs: the tool's own files are
+	// absolute paths into its read-only folder in the registry.
+	Command []string
+	// Stdin is the run's standard input: a tool's checked input as JSON.
+	Stdin io.Reader
+	// Artifact is the tool's artifact as its substrate read it at the
+	// check before this run (a *wasm.Module), or nil.
+	Artifact any
+	// Workspace is the canonical workspace, the working directory.
+	Workspace string
+	// Harness is the harness configuration the run enforces.
+	Harness harness.Config
+	// WorkspacePath: the command's PATH starts with
+	// <workspace>/.local/bin (cordon exec). An admitted tool's PATH holds
+	// system directories only.
+	WorkspacePath bool
 }
 
-// Prepare loads the tool name from the registry (verifying its declaration
-// and files against the digest), runs them through the pipeline again on
-// this host ([Admitter.Recheck]): when the host's facts differ from those
-// the grant was made under, the new grant is registered; when they do not,
-// the stored grant must match the new one (an edited grant is refused);
-// when the pipeline refuses, so does Prepare, with a [*HostChangedError].
-// Then it checks input against the tool's input_schema ([*InputError]) and
-// builds the runtime spec.
-func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, input []byte) (*Prepared, error) {
-	t, err := cfg.Registry.Load(name)
+// Prepare loads the tool name from the registry (authenticating its grant
+// and verifying its declaration and files against the digest), runs them
+// through the pipeline again on this host ([Admitter.Recheck]): when the
+// host's facts differ from those the grant was made under, the new grant
+// is registered; when they do not, the stored grant must match the new one
+// (an edited grant is refused); when the pipeline refuses, so does
+// Prepare, with a [*HostChangedError]. Then it checks input against the
+// tool's input_schema ([*InputError]).
+func (a *Admitter) Prepare(ctx context.Context, reg *Registry, name string, input []byte) (*Prepared, error) {
+	t, err := reg.Load(name)
 	if err != nil {
 		return nil, err
 	}
 	g := t.Grant
-	p := &Prepared{Tool: t, Grant: g}
+	p := &Prepared{Tool: t, Grant: g, Workspace: a.root, Harness: a.harness}
 	e := a.cfg.Substrates[g.Kind]
 	if e == nil || e.Name() != g.Substrate {
 		return nil, fmt.Errorf("%w: tool %q was admitted for the %s substrate, which this cordon does not run", ErrCapabilityRefused, name, g.Substrate)
@@ -96,7 +101,7 @@ func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, inpu
 	}
 	fresh := adm.Grant
 	if facts.Digest() != g.FactsDigest {
-		if err := cfg.Registry.Register(adm); err != nil {
+		if _, err := reg.Register(adm); err != nil {
 			return nil, err
 		}
 		a.cfg.Logger.Info("grant re-made for a changed host", "tool", name, "was", g.FactsDigest, "now", fresh.FactsDigest)
@@ -109,13 +114,20 @@ func (a *Admitter) Prepare(ctx context.Context, cfg RunConfig, name string, inpu
 	if err != nil {
 		return nil, err
 	}
-	p.Input = stdin
-	if g.Kind == KindWasm {
-		return p, nil
-	}
-	p.Spec, err = a.Spec(t, g, stdin, cfg.Environ)
-	if err != nil {
-		return nil, err
+	p.Stdin = bytes.NewReader(stdin)
+	p.Artifact = adm.artifact
+	if g.Kind == KindNative {
+		cmd := slices.Clone(g.Command)
+		if len(cmd) == 0 {
+			return nil, fmt.Errorf("%w: tool %q has no command", ErrRegistry, g.Tool)
+		}
+		for _, i := range g.FileArgs {
+			if i < 0 || i >= len(cmd) || checkRelPath(cmd[i]) != "" {
+				return nil, fmt.Errorf("%w: tool %q: bad file argument %d", ErrRegistry, g.Tool, i)
+			}
+			cmd[i] = filepath.Join(t.Dir, filepath.FromSlash(cmd[i]))
+		}
+		p.Command = cmd
 	}
 	return p, nil
 }
@@ -139,50 +151,65 @@ func grantDiff(stored, fresh *Grant) string {
 	return strings.Join(diff, ", ")
 }
 
-// Spec translates a grant into the runtime spec that holds the tool to it
-// and nothing more: the workspace hidden, read-only or writable as
-// fs.read/fs.write say, the network cut off unless net:host, only the
-// granted env names, the granted (or default) time and output limits, the
-// tool's own files bound read-only, the workspace as working directory.
-func (a *Admitter) Spec(t *Tool, g *Grant, stdin []byte, environ []string) (runtime.Spec, error) {
-	if g.Kind != KindNative {
-		return runtime.Spec{}, fmt.Errorf("%w: %s tools do not run in this cordon", ErrCapabilityRefused, g.Kind)
+// Command is a native command to run under capabilities, outside the
+// registry: what cordon exec runs.
+type Command struct {
+	// Argv is the program and its arguments, looked up in the sandbox's
+	// PATH (led by <workspace>/.local/bin).
+	Argv []string
+	// Capabilities are what the command may do; time: and output: bound
+	// it. Nothing else is granted.
+	Capabilities capabilities.Set
+	// Substrate runs it: "bwrap" (the default) or the host, unconfined
+	// ([Admitter.PrepareCommand] needs the host's enforcer among
+	// Config.Substrates under the key "host" for that).
+	Substrate string
+	// Stdin is the command's standard input.
+	Stdin io.Reader
+}
+
+// PrepareCommand grants a command exactly its capabilities, on the
+// substrate it names, or refuses with the reasons: each capability must
+// resolve to a mechanism there, as for a tool. The grant is not stored.
+func (a *Admitter) PrepareCommand(ctx context.Context, c Command) (*Prepared, error) {
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return nil, fmt.Errorf("%w: no command to run", ErrInvalidDeclaration)
 	}
-	access := bwrap.AccessNone
-	switch {
-	case g.Has(capabilities.WriteWorkspace()):
-		access = bwrap.AccessWrite
-	case g.Has(capabilities.ReadWorkspace()):
-		access = bwrap.AccessRead
+	sub := c.Substrate
+	if sub == "" {
+		sub = "bwrap"
 	}
-	network := bwrap.NetNone
-	if g.HostNet() {
-		network = bwrap.NetHost
-	}
-	policy := bwrap.NewPolicy(a.root).WithHarnessState(a.harness...).WithAccess(access).WithNetwork(network).WithEnv(g.Env()...)
-	if len(t.Files) > 0 {
-		policy = policy.WithReadOnly(t.Dir)
-	}
-	cmd := slices.Clone(g.Command)
-	if len(cmd) == 0 {
-		return runtime.Spec{}, fmt.Errorf("%w: tool %q has no command", ErrRegistry, g.Tool)
-	}
-	for _, i := range g.FileArgs {
-		if i < 0 || i >= len(cmd) || checkRelPath(cmd[i]) != "" {
-			return runtime.Spec{}, fmt.Errorf("%w: tool %q: bad file argument %d", ErrRegistry, g.Tool, i)
+	var e substrate.Enforcer
+	for _, k := range []string{KindNative, sub} {
+		if en := a.cfg.Substrates[k]; en != nil && en.Name() == sub {
+			e = en
 		}
-		cmd[i] = filepath.Join(t.Dir, filepath.FromSlash(cmd[i]))
 	}
-	if environ == nil {
-		environ = os.Environ()
+	if e == nil {
+		return nil, fmt.Errorf("%w: the %s substrate is not available in this cordon", substrate.ErrUnavailable, sub)
 	}
-	return runtime.Spec{
-		Command:   cmd,
-		Policy:    policy,
-		Timeout:   g.Time(),
-		MaxOutput: g.Output(),
-		Stdin:     bytes.NewReader(stdin),
-		Environ:   environ,
-		Logger:    a.cfg.Logger,
-	}, nil
+	s := &state{src: Source{Name: "the command line"}, mechs: map[string][]string{}, set: c.Capabilities, enforcer: e,
+		decl: &Declaration{Name: "exec", Kind: KindNative}}
+	checkEnv(ctx, a, s)
+	checkCombinations(ctx, a, s)
+	for _, cap := range c.Capabilities.All() {
+		ms, err := e.Mechanisms(cap, c.Capabilities)
+		if err != nil {
+			s.refuse(capabilityReason("resolve", cap.String(), err))
+			continue
+		}
+		for _, m := range ms {
+			s.mechs[cap.String()] = append(s.mechs[cap.String()], m.String())
+		}
+	}
+	if len(s.reasons) > 0 {
+		return nil, &Refusal{Tool: "exec", Source: "the command line", Reasons: s.reasons}
+	}
+	g := &Grant{Tool: "exec", Kind: KindNative, Substrate: e.Name(), Capabilities: c.Capabilities, Mechanisms: s.mechs,
+		Command: slices.Clone(c.Argv)}
+	stdin := c.Stdin
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	return &Prepared{Grant: g, Command: slices.Clone(c.Argv), Stdin: stdin, Workspace: a.root, Harness: a.harness, WorkspacePath: true}, nil
 }

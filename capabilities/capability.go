@@ -22,13 +22,14 @@ const (
 	KindTime       Kind = "time"
 	KindOutput     Kind = "output"
 	KindMemory     Kind = "memory"
+	KindTmp        Kind = "tmp"
 	KindPids       Kind = "pids"
 	KindWasmImport Kind = "wasm.import"
 )
 
 // Kinds lists every kind in canonical order.
 func Kinds() []Kind {
-	return []Kind{KindFSRead, KindFSWrite, KindNet, KindNetConnect, KindEnv, KindTime, KindOutput, KindMemory, KindPids, KindWasmImport}
+	return []Kind{KindFSRead, KindFSWrite, KindNet, KindNetConnect, KindEnv, KindTime, KindOutput, KindMemory, KindTmp, KindPids, KindWasmImport}
 }
 
 func (k Kind) rank() int {
@@ -130,9 +131,9 @@ func (c Capability) Port() int {
 	return 0
 }
 
-// Size returns the bytes of output: or memory:, or 0.
+// Size returns the bytes of output:, memory: or tmp:, or 0.
 func (c Capability) Size() int64 {
-	if c.kind == KindOutput || c.kind == KindMemory {
+	if c.kind == KindOutput || c.kind == KindMemory || c.kind == KindTmp {
 		return c.num
 	}
 	return 0
@@ -227,7 +228,7 @@ func Parse(s string) (Capability, error) {
 			return Capability{}, wrapValue(s, err)
 		}
 		return TimeLimit(d)
-	case KindOutput, KindMemory:
+	case KindOutput, KindMemory, KindTmp:
 		n, err := ParseSize(arg)
 		if err != nil {
 			return Capability{}, wrapValue(s, err)
@@ -403,6 +404,9 @@ func OutputLimit(n int64) (Capability, error) { return sizeLimit(KindOutput, n) 
 
 // MemoryLimit returns memory:SIZE for 0 < n ≤ [MaxSize].
 func MemoryLimit(n int64) (Capability, error) { return sizeLimit(KindMemory, n) }
+
+// TmpLimit returns tmp:SIZE, the cap of a native tool's /tmp.
+func TmpLimit(n int64) (Capability, error) { return sizeLimit(KindTmp, n) }
 
 func sizeLimit(k Kind, n int64) (Capability, error) {
 	if n <= 0 || n > MaxSize {

@@ -20,6 +20,7 @@ var single = map[Kind]string{
 	KindTime:   "there is one time limit",
 	KindOutput: "there is one output limit",
 	KindMemory: "there is one memory limit",
+	KindTmp:    "there is one /tmp size",
 	KindPids:   "there is one process limit",
 }
 

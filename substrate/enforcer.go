@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/cordon-run/cordon/capabilities"
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 // Enforcer is what a substrate offers admission: the facts of the host it
@@ -39,16 +39,29 @@ type Enforcer interface {
 // function it imports), which admission checks against those the
 // declaration asks for. An error means the artifact is malformed or uses
 // something no capability can grant.
+//
+// With admitted, the artifact is the one an authenticated grant names
+// (its digest matched before every run): the inspector still reads what it
+// needs, but need not repeat a validation it did at admission.
 type Inspector interface {
-	Inspect(ctx context.Context, artifact []byte) ([]capabilities.Capability, error)
+	Inspect(ctx context.Context, artifact []byte, admitted bool) (Inspection, error)
+}
+
+// Inspection is what an [Inspector] found in an artifact.
+type Inspection struct {
+	// Needs are the capabilities the artifact needs.
+	Needs []capabilities.Capability
+	// Artifact is the parsed artifact, handed on to the run so that it is
+	// read once (a *wasm.Module).
+	Artifact any
 }
 
 // Sentinels for [errors.Is].
 var (
 	// ErrUnenforceable: the substrate has no mechanism for a capability.
-	ErrUnenforceable = refusal.Policy("CapabilityRefused", "no mechanism can enforce the capability")
+	ErrUnenforceable = refusal.CapabilityRefused
 	// ErrUnavailable: the substrate cannot run on this host.
-	ErrUnavailable = refusal.Failure("SandboxUnavailable", "sandbox unavailable")
+	ErrUnavailable = refusal.SandboxUnavailable
 )
 
 // UnenforceableError is a capability a substrate cannot enforce, with the

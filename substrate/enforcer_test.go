@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cordon-run/cordon/capabilities"
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 func TestFactsDigest(t *testing.T) {
@@ -47,7 +47,7 @@ func TestUnenforceableError(t *testing.T) {
 	c, _ := capabilities.Parse("net.connect:tcp:443")
 	err := error(&UnenforceableError{Substrate: "bwrap", Capability: c,
 		Reason: "bwrap can only unshare the network entirely", Instead: []string{"net:none", "net:host"}})
-	if !errors.Is(err, ErrUnenforceable) || !refusal.Of(err).IsPolicy() {
+	if !errors.Is(err, ErrUnenforceable) || !(refusal.Of(err).Class() == refusal.Policy) {
 		t.Errorf("%v is not a policy refusal", err)
 	}
 	want := "cannot grant net.connect:tcp:443: bwrap can only unshare the network entirely; ask for net:none or net:host instead"

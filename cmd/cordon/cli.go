@@ -8,28 +8,22 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/pflag"
 
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
-)
-
-// Exit codes of the CLI contract.
-const (
-	exitOK        = 0
-	exitError     = 1
-	exitUsage     = 2
-	exitRefused   = 3
-	exitTimeout   = 124
-	exitCannotRun = 125
-	exitNotExec   = 126
-	exitNotFound  = 127
 )
 
 // env is what a command runs with: its streams and the flags every command
@@ -37,15 +31,20 @@ const (
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	getenv         func(string) string
 
-	workspace string
-	harness   []string
-	json      bool
+	workspace   string
+	harnessAdd  []string
+	json        bool
+	harness     harness.Config
+	harnessFile string
 }
 
+// command is one command of the CLI.
 type command struct {
 	name    string
 	summary string
+	usage   string
 	run     func(e *env, args []string) int
 }
 
@@ -53,14 +52,28 @@ var commands []command
 
 func register(c command) { commands = append(commands, c) }
 
-const usageText = `usage: cordon [-w DIR] COMMAND [ARGS]
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+const usageText = `usage: cordon [-w DIR] [--json] COMMAND [ARGS]
 
 commands:
 %s
 flags every command takes:
   -w, --workspace DIR          the workspace (default: the current directory)
-      --harness-state NAMES    comma-separated harness directories (default: .efferent,.foundry)
-      --json                   print one JSON object
+      --json                   print one JSON object (errors too)
+      --harness-state NAMES    comma-separated harness directories to protect besides the configured ones
+
+  cordon help COMMAND, or COMMAND --help, shows a command's usage; cordon --version the build.
+  The harness configuration (its state directories, write-later paths, and where cordon keeps its
+  key store and code cache) comes from the JSON file $CORDON_CONFIG, and $CORDON_STATE_DIR and
+  $CORDON_CACHE_DIR; see README.md.
 `
 
 func usage(w io.Writer) {
@@ -72,28 +85,95 @@ func usage(w io.Writer) {
 }
 
 func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	e.json = wantsJSON(args)
 	fs := e.flags("cordon")
 	fs.SetInterspersed(false)
 	help := fs.BoolP("help", "h", false, "show help")
+	version := fs.Bool("version", false, "show the version")
 	if err := fs.Parse(args); err != nil {
 		return e.usageError(err.Error())
 	}
-	if *help {
+	switch {
+	case *help:
 		usage(stdout)
 		return exitOK
+	case *version:
+		return e.version()
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
+		if e.json {
+			return e.usageError("no command given; run 'cordon help'")
+		}
 		usage(stderr)
 		return exitUsage
 	}
-	for _, c := range commands {
-		if c.name == rest[0] || strings.HasPrefix(c.name, rest[0]+" ") {
-			return c.run(e, rest[1:])
+	if rest[0] == "help" {
+		return e.help(rest[1:])
+	}
+	c, ok := lookup(rest[0])
+	if !ok {
+		return e.usageError(fmt.Sprintf("unknown command %q", rest[0]))
+	}
+	return c.run(e, rest[1:])
+}
+
+// wantsJSON reports whether --json comes before "--" in args, so that an
+// error found while parsing is reported as JSON too.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
 		}
 	}
-	return e.usageError(fmt.Sprintf("unknown command %q", rest[0]))
+	return false
+}
+
+// help prints the usage of cordon or of one command.
+func (e *env) help(args []string) int {
+	if len(args) == 0 {
+		usage(e.stdout)
+		return exitOK
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		return e.usageError(fmt.Sprintf("unknown command %q", args[0]))
+	}
+	fmt.Fprintln(e.stdout, c.usage)
+	return exitOK
+}
+
+// version prints cordon's version, commit and Go version.
+func (e *env) version() int {
+	v, commit, modified := "(devel)", "unknown", false
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if modified {
+		commit += "+modified"
+	}
+	if e.json {
+		e.printJSON(map[string]any{"version": v, "commit": commit, "go": goVersion})
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "cordon %s (commit %s, %s)\n", v, commit, goVersion)
+	return exitOK
 }
 
 // flags returns a flag set holding the flags every command shares; values
@@ -102,27 +182,118 @@ func (e *env) flags(name string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVarP(&e.workspace, "workspace", "w", e.workspace, "workspace directory")
-	fs.StringSliceVar(&e.harness, "harness-state", e.harness, "harness state directories")
+	fs.StringSliceVar(&e.harnessAdd, "harness-state", e.harnessAdd, "harness state directories to add")
 	fs.BoolVar(&e.json, "json", e.json, "print JSON")
 	return fs
 }
 
-func (e *env) usageError(msg string) int {
-	fmt.Fprintf(e.stderr, "cordon: %s\nrun 'cordon --help' for usage\n", msg)
-	return exitUsage
+// parse parses a command's flags. It returns -1 when the command should go
+// on, otherwise the exit code: 0 after printing the usage asked for with
+// -h/--help, 2 after a usage error.
+func (e *env) parse(fs *pflag.FlagSet, args []string, usageText string) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintln(e.stdout, usageText)
+			return exitOK
+		}
+		return e.usageError(err.Error() + "\n" + usageText)
+	}
+	return -1
+}
+
+func (e *env) workspaceDir() string {
+	if e.workspace == "" {
+		return "."
+	}
+	return e.workspace
+}
+
+// harnessConfig returns the harness configuration: the environment's
+// (CORDON_CONFIG, CORDON_STATE_DIR, CORDON_CACHE_DIR), with the names
+// --harness-state adds.
+func (e *env) harnessConfig() (harness.Config, error) {
+	if !e.harness.IsZero() {
+		return e.harness, nil
+	}
+	h, file, err := harness.FromEnv(e.getenv)
+	if err != nil {
+		return h, err
+	}
+	for _, n := range e.harnessAdd {
+		if n == "" {
+			return h, refusal.Errorf(refusal.UsageError, "--harness-state: an empty name")
+		}
+	}
+	h = h.AddState(e.harnessAdd...)
+	if err := h.Validate(); err != nil {
+		return h, refusal.Errorf(refusal.UsageError, "--harness-state: %w", err)
+	}
+	e.harness, e.harnessFile = h, file
+	return h, nil
 }
 
 // openWorkspace opens the workspace the flags name.
 func (e *env) openWorkspace() (*workspace.Workspace, error) {
-	dir := e.workspace
-	if dir == "" {
-		dir = "."
+	h, err := e.harnessConfig()
+	if err != nil {
+		return nil, err
 	}
-	var opts []workspace.Option
-	if e.harness != nil {
-		opts = append(opts, workspace.WithHarnessState(e.harness...))
+	ws, err := workspace.Open(e.workspaceDir(), workspace.WithHarness(h))
+	if err != nil {
+		return nil, err
 	}
-	return workspace.Open(dir, opts...)
+	if err := e.checkConfigOutside(ws.Root()); err != nil {
+		ws.Close()
+		return nil, err
+	}
+	return ws, nil
+}
+
+// checkConfigOutside refuses a workspace that holds the configuration
+// file: a tool could rewrite what protects it.
+func (e *env) checkConfigOutside(root string) error {
+	if e.harnessFile == "" {
+		return nil
+	}
+	if f := e.harnessFile; f == root || strings.HasPrefix(f, root+"/") {
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace %s — it holds cordon's configuration %s, which a tool could rewrite; keep the configuration outside every workspace", root, f)
+	}
+	return nil
+}
+
+// admitter returns the admission pipeline of the workspace. With toRun,
+// the native substrate does not probe bubblewrap before the run: the run's
+// own sandbox is the proof ([bwrap.EnforcerConfig.ProbeAtRun]).
+func (e *env) admitter(toRun bool) (*admission.Admitter, error) {
+	h, err := e.harnessConfig()
+	if err != nil {
+		return nil, err
+	}
+	a, err := admission.New(admission.Config{
+		Workspace: e.workspaceDir(),
+		Harness:   h,
+		Substrates: map[string]substrate.Enforcer{
+			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun}),
+			admission.KindWasm:   wasm.Enforcer{},
+			host.Name:            host.Enforcer{},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkConfigOutside(a.Workspace()); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// registry returns the workspace's tool registry.
+func (e *env) registry() (*admission.Registry, error) {
+	h, err := e.harnessConfig()
+	if err != nil {
+		return nil, err
+	}
+	return admission.OpenRegistry(admission.RegistryConfig{Workspace: e.workspaceDir(), Harness: h})
 }
 
 // printJSON writes v as one JSON object on stdout.
@@ -132,44 +303,65 @@ func (e *env) printJSON(v any) {
 	enc.Encode(v)
 }
 
-// refusalJSON is the contract's shape of a refusal or error.
-type refusalJSON struct {
+// errorJSON is the contract's shape of an error: its kind, the message,
+// and the operation and path where there is one.
+type errorJSON struct {
 	Error   string `json:"error"`
 	Op      string `json:"op,omitempty"`
 	Path    string `json:"path,omitempty"`
 	Message string `json:"message"`
 }
 
-// fail reports err (as JSON on stdout with --json, as a line on stderr
-// otherwise) and returns its exit code: 3 for a policy refusal, 1 otherwise.
+// exitCode is the one rule for an error's exit code: its kind's
+// ([refusal.ExitCode]): 3 refused by policy, 125 could not run, 2 usage,
+// 1 anything else.
+func exitCode(err error) int { return refusal.ExitCode(err) }
+
+// fail reports err — one JSON object on stdout with --json, a line on
+// stderr otherwise — and returns its exit code.
 func (e *env) fail(err error) int {
-	code := exitError
-	if k := refusal.Of(err); k != nil && k.IsPolicy() {
-		code = exitRefused
-	}
-	return e.failCode(err, code)
+	e.report(err)
+	return exitCode(err)
 }
 
-// failCode reports err as fail does and returns code.
-func (e *env) failCode(err error, code int) int {
-	r := refusalJSON{Error: "Error", Message: err.Error()}
-	if k := refusal.Of(err); k != nil {
-		r.Error = k.Name()
-	}
-	var pe *workspace.PathError
-	var be *bwrap.Error
-	switch {
-	case errors.As(err, &pe):
-		r.Op, r.Path = pe.Op, pe.Path
-	case errors.As(err, &be):
-		r.Op, r.Path = be.Op, be.Path
-	}
+// report prints err as fail does.
+func (e *env) report(err error) {
+	r := errorJSON{Error: refusal.KindOf(err).Name(), Message: err.Error()}
+	r.Op, r.Path = opPath(err)
 	if e.json {
 		e.printJSON(r)
-	} else {
-		fmt.Fprintf(e.stderr, "cordon: %s\n", r.Message)
+		return
 	}
-	return code
+	fmt.Fprintf(e.stderr, "cordon: %s\n", r.Message)
+}
+
+// opPath returns the operation and path an error is about, if any.
+func opPath(err error) (string, string) {
+	var pe *workspace.PathError
+	var be *bwrap.Error
+	var ee *substrate.EnvError
+	var re *admission.RegistryError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Op, pe.Path
+	case errors.As(err, &be):
+		return be.Op, be.Path
+	case errors.As(err, &ee):
+		return "pass", ee.Name
+	case errors.As(err, &re):
+		return re.Op, re.Tool
+	}
+	return "", ""
+}
+
+// usageError reports a malformed command line: exit 2.
+func (e *env) usageError(msg string) int {
+	if e.json {
+		e.printJSON(errorJSON{Error: refusal.UsageError.Name(), Message: msg})
+		return exitUsage
+	}
+	fmt.Fprintf(e.stderr, "cordon: %s\nrun 'cordon help' for usage\n", msg)
+	return exitUsage
 }
 
 // readInput reads at most max bytes from r; more is an error.
@@ -179,7 +371,7 @@ func readInput(r io.Reader, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("input is larger than the limit of %d bytes", max)
+		return nil, refusal.Errorf(refusal.TooLarge, "input is larger than the limit of %d bytes", max)
 	}
 	return data, nil
 }
@@ -219,16 +411,19 @@ func (i *interrupt) exitOf(res runtime.Result) int {
 	case res.TimedOut:
 		return exitTimeout
 	case res.Canceled:
-		return i.code()
+		if s, ok := i.got.Load().(syscall.Signal); ok {
+			return 128 + int(s)
+		}
+		return exitError
 	}
 	return res.ExitCode
 }
 
-// code is the exit code of a run the interrupt canceled: 128+N for signal
-// N, as a shell reports it, or 1 when no signal canceled it.
-func (i *interrupt) code() int {
-	if s, ok := i.got.Load().(syscall.Signal); ok {
-		return 128 + int(s)
-	}
-	return exitError
-}
+// Exit codes of the CLI contract.
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitUsage   = 2
+	exitRefused = 3
+	exitTimeout = 124
+)

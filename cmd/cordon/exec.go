@@ -1,120 +1,99 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/spf13/pflag"
-
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/internal/capture"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/host"
 )
 
 func init() {
-	register(command{name: "exec", summary: "[flags] -- CMD ARGS...: run a native command in the sandbox", run: runExec})
+	register(command{name: "exec", summary: "[flags] -- CMD ARGS...: run a native command in the sandbox", usage: execUsage, run: runExec})
 }
 
 const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--env NAME]...
-                   [--substrate bwrap] [--no-sandbox] [--json] -- CMD ARGS...
+                   [--tmp-size SIZE] [--substrate bwrap] [--no-sandbox] [--json] -- CMD ARGS...
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
   --env NAME          pass cordon's value of NAME into the sandbox (repeatable; unset names are left out)
+  --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB)
   --substrate bwrap   the sandbox (only bwrap in this build)
   --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)`
+
+// Defaults of cordon exec.
+const (
+	defaultExecTimeout = 2 * time.Minute
+	defaultExecOutput  = 1 << 20
+)
 
 func runExec(e *env, args []string) int {
 	fs := e.flags("exec")
 	fs.SetInterspersed(false)
-	timeout := fs.Duration("timeout", runtime.DefaultTimeout, "wall-clock bound")
-	maxOutput := fs.String("max-output", capture.FormatSize(runtime.DefaultMaxOutput), "bytes kept per stream")
+	timeout := fs.Duration("timeout", defaultExecTimeout, "wall-clock bound")
+	maxOutput := fs.String("max-output", capture.FormatSize(defaultExecOutput), "bytes kept per stream")
 	netName := fs.String("net", "none", "none or host")
 	envNames := fs.StringArray("env", nil, "environment variable to pass in")
+	tmpSize := fs.String("tmp-size", capture.FormatSize(bwrap.DefaultTmpSize), "cap of /tmp and /dev/shm")
 	noSandbox := fs.Bool("no-sandbox", false, "run on the host without a sandbox")
 	substrateName := fs.String("substrate", "bwrap", "the sandbox substrate")
 	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(e.stdout, execUsage)
-			return exitOK
-		}
-		return e.usageError(err.Error() + "\n" + execUsage)
+	if code := e.parse(fs, args, execUsage); code >= 0 {
+		return code
 	}
 	if fs.NArg() == 0 || fs.Arg(0) == "" {
 		return e.usageError("exec needs a command: cordon exec [flags] -- CMD ARGS...\n" + execUsage)
 	}
-	if *timeout <= 0 {
-		return e.usageError(fmt.Sprintf("--timeout must be a positive duration such as 30s or 5m, not %v", *timeout))
-	}
-	size, err := capture.ParseSize(*maxOutput)
-	if err != nil {
-		return e.usageError("--max-output: " + err.Error())
-	}
-	if size <= 0 {
-		return e.usageError(fmt.Sprintf("--max-output must be positive, not %q", *maxOutput))
-	}
-	network, err := bwrap.ParseNetwork(*netName)
-	if err != nil {
-		return e.usageError("--net: " + err.Error())
-	}
-	for _, name := range *envNames {
-		if err := bwrap.CheckEnvName(name); err != nil {
-			return e.usageError("--env: " + err.Error())
-		}
+	set, code := e.execCapabilities(fs.Changed("net"), *noSandbox, fs.Changed("tmp-size"), *timeout, *maxOutput, *netName, *tmpSize, *envNames)
+	if code >= 0 {
+		return code
 	}
 	if *noSandbox && fs.Changed("substrate") {
 		return e.usageError("--no-sandbox runs without a substrate; drop --substrate or --no-sandbox")
 	}
-	if *noSandbox && fs.Changed("net") && network == bwrap.NetNone {
-		return e.usageError("--no-sandbox cannot restrict the network; drop --net none or --no-sandbox")
-	}
 	if fs.Changed("autonomy") {
-		return e.failCode(fmt.Errorf("autonomy levels are not available yet (--autonomy %s); run without it", *autonomy), exitCannotRun)
+		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "autonomy levels are not available yet (--autonomy %s); run without it", *autonomy))
 	}
-	switch *substrateName {
-	case "bwrap":
-	case "landlock", "oci":
-		return e.failCode(fmt.Errorf("substrate %s is not available in this build; use --substrate bwrap or --no-sandbox", *substrateName), exitCannotRun)
+	sub := bwrap.Name
+	switch {
+	case *noSandbox:
+		sub = host.Name
+	case *substrateName == "bwrap":
+	case *substrateName == "landlock" || *substrateName == "oci":
+		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "substrate %s is not available in this build; use --substrate bwrap or --no-sandbox", *substrateName))
 	default:
 		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap, landlock or oci", *substrateName))
 	}
 
-	ws, err := e.openWorkspace()
+	a, err := e.admitter(true)
 	if err != nil {
 		return e.fail(err)
 	}
-	root, harness := ws.Root(), ws.HarnessState()
-	ws.Close()
-	policy := bwrap.NewPolicy(root).WithHarnessState(harness...).WithNetwork(network).WithEnv(*envNames...)
+	p, err := a.PrepareCommand(context.Background(), admission.Command{Argv: fs.Args(), Capabilities: set, Substrate: sub, Stdin: e.stdin})
+	if err != nil {
+		return e.refuse("exec", fs.Arg(0), err)
+	}
 
 	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
 	// dies before cordon exits.
 	ctx, intr := interruptible()
 	defer intr.stop()
-
-	res, err := runtime.Run(ctx, runtime.Spec{
-		Command:   fs.Args(),
-		Policy:    policy,
-		NoSandbox: *noSandbox,
-		Timeout:   *timeout,
-		MaxOutput: size,
-		Stdin:     e.stdin,
-		Environ:   os.Environ(),
-	})
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
+	res, err := rt.Run(ctx, p)
 	if err != nil {
-		switch {
-		case errors.Is(err, bwrap.ErrUnavailable), errors.Is(err, bwrap.ErrSetup),
-			errors.Is(err, bwrap.ErrInvalidPolicy), errors.Is(err, runtime.ErrInvalidSpec):
-			return e.failCode(err, exitCannotRun)
-		}
 		return e.fail(err)
 	}
-
 	if e.json {
-		e.printJSON(res)
+		e.printJSON(resultJSON(res))
 	} else {
 		fmt.Fprint(e.stdout, res.Stdout)
 		fmt.Fprint(e.stderr, res.Stderr)
@@ -126,4 +105,118 @@ func runExec(e *env, args []string) int {
 		}
 	}
 	return intr.exitOf(res)
+}
+
+// execCapabilities turns exec's flags into the capabilities the command
+// runs under, or returns the exit code of a usage error.
+func (e *env) execCapabilities(netSet, noSandbox, tmpSet bool, timeout time.Duration, maxOutput, netName, tmpSize string, envNames []string) (capabilities.Set, int) {
+	if timeout <= 0 {
+		return capabilities.Set{}, e.usageError(fmt.Sprintf("--timeout must be a positive duration such as 30s or 5m, not %v", timeout))
+	}
+	size, err := capture.ParseSize(maxOutput)
+	if err != nil {
+		return capabilities.Set{}, e.usageError("--max-output: " + err.Error())
+	}
+	if size <= 0 {
+		return capabilities.Set{}, e.usageError(fmt.Sprintf("--max-output must be positive, not %q", maxOutput))
+	}
+	network, err := bwrap.ParseNetwork(netName)
+	if err != nil {
+		return capabilities.Set{}, e.usageError("--net: " + err.Error())
+	}
+	if noSandbox && netSet && network == bwrap.NetNone {
+		return capabilities.Set{}, e.usageError("--no-sandbox cannot restrict the network; drop --net none or --no-sandbox")
+	}
+	if noSandbox && tmpSet {
+		return capabilities.Set{}, e.usageError("--no-sandbox has no /tmp of its own to cap; drop --tmp-size or --no-sandbox")
+	}
+	caps := []capabilities.Capability{capabilities.ReadWorkspace(), capabilities.WriteWorkspace()}
+	if network == bwrap.NetHost || noSandbox {
+		caps = append(caps, capabilities.HostNet())
+	} else {
+		caps = append(caps, capabilities.NoNet())
+	}
+	for _, name := range envNames {
+		if err := substrate.CheckEnvName(name); err != nil {
+			return capabilities.Set{}, e.usageError("--env: " + err.Error())
+		}
+		c, err := capabilities.Parse("env:" + name)
+		if err != nil {
+			return capabilities.Set{}, e.usageError("--env: " + err.Error())
+		}
+		caps = append(caps, c)
+	}
+	limit := func(flag string, c capabilities.Capability, err error) bool {
+		if err != nil {
+			e.usageError(flag + ": " + err.Error())
+			return false
+		}
+		caps = append(caps, c)
+		return true
+	}
+	if c, err := capabilities.TimeLimit(timeout); !limit("--timeout", c, err) {
+		return capabilities.Set{}, exitUsage
+	}
+	if c, err := capabilities.OutputLimit(size); !limit("--max-output", c, err) {
+		return capabilities.Set{}, exitUsage
+	}
+	if !noSandbox {
+		n, err := capture.ParseSize(tmpSize)
+		if err != nil {
+			return capabilities.Set{}, e.usageError("--tmp-size: " + err.Error())
+		}
+		if c, err := capabilities.TmpLimit(n); !limit("--tmp-size", c, err) {
+			return capabilities.Set{}, exitUsage
+		}
+	}
+	set, err := capabilities.NewSet(dedupe(caps)...)
+	if err != nil {
+		return capabilities.Set{}, e.usageError(err.Error())
+	}
+	return set, -1
+}
+
+// dedupe drops repeated capabilities (--env NAME given twice).
+func dedupe(caps []capabilities.Capability) []capabilities.Capability {
+	var out []capabilities.Capability
+	seen := map[capabilities.Capability]bool{}
+	for _, c := range caps {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// resultJSON is the CLI contract's shape of a run's result: exit_code,
+// signal, timed_out, stdout, stderr, stdout_bytes, stderr_bytes,
+// stdout_clipped, stderr_clipped, duration_ms, substrate, sandboxed (and
+// canceled, mechanisms; for a tool, tool, digest and regranted; for a
+// wasm tool, trap, log and refusals).
+func resultJSON(r runtime.Result) map[string]any {
+	m := r.Mechanisms
+	if m == nil {
+		m = []string{}
+	}
+	out := map[string]any{
+		"exit_code": r.ExitCode, "signal": r.Signal, "timed_out": r.TimedOut, "canceled": r.Canceled,
+		"stdout": r.Stdout, "stderr": r.Stderr, "stdout_bytes": r.StdoutBytes, "stderr_bytes": r.StderrBytes,
+		"stdout_clipped": r.StdoutClipped, "stderr_clipped": r.StderrClipped,
+		"duration_ms": r.Duration.Milliseconds(), "substrate": r.Substrate, "sandboxed": r.Sandboxed, "mechanisms": m,
+	}
+	if r.Tool != "" {
+		out["tool"], out["digest"], out["regranted"] = r.Tool, r.Digest, r.Regranted
+	}
+	if r.Substrate == "wasm" {
+		out["trap"], out["log"], out["refusals"] = r.Trap, nonNil(r.Log), nonNil(r.Refusals)
+	}
+	return out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -9,37 +9,44 @@ import (
 )
 
 func init() {
-	register(command{name: "fs", summary: "read|write|list|stat|edit PATH: the direct file tools", run: runFS})
+	register(command{name: "fs", summary: "read|write|list|stat|edit PATH: the direct file tools", usage: fsUsage, run: runFS})
 }
 
 const fsUsage = `usage: cordon fs read|write|list|stat|edit [-w DIR] [--json] PATH
-  write takes the new contents on stdin
-  edit --old TEXT --new TEXT replaces the one occurrence of TEXT`
+  read PATH                     print a regular file (at most 16 MiB)
+  write PATH                    replace or create PATH with stdin, atomically
+  edit PATH --old TEXT --new TEXT
+                                replace the one occurrence of TEXT (--new '' deletes it)
+  list PATH                     list a directory
+  stat PATH                     type, size, mode, mtime`
 
 func runFS(e *env, args []string) int {
 	if len(args) == 0 {
 		return e.usageError("fs needs an operation\n" + fsUsage)
 	}
 	op, args := args[0], args[1:]
+	switch op {
+	case "-h", "--help", "help":
+		fmt.Fprintln(e.stdout, fsUsage)
+		return exitOK
+	case "read", "write", "list", "stat", "edit":
+	default:
+		return e.usageError(fmt.Sprintf("unknown fs operation %q\n%s", op, fsUsage))
+	}
 	fs := e.flags("fs " + op)
 	var old, new string
 	if op == "edit" {
 		fs.StringVar(&old, "old", "", "the text to replace (must occur exactly once)")
 		fs.StringVar(&new, "new", "", "the replacement")
 	}
-	if err := fs.Parse(args); err != nil {
-		return e.usageError(err.Error() + "\n" + fsUsage)
-	}
-	switch op {
-	case "read", "write", "list", "stat", "edit":
-	default:
-		return e.usageError(fmt.Sprintf("unknown fs operation %q\n%s", op, fsUsage))
+	if code := e.parse(fs, args, fsUsage); code >= 0 {
+		return code
 	}
 	if fs.NArg() != 1 {
 		return e.usageError(fmt.Sprintf("fs %s needs exactly one PATH\n%s", op, fsUsage))
 	}
-	if op == "edit" && !fs.Changed("old") {
-		return e.usageError("fs edit needs --old TEXT and --new TEXT\n" + fsUsage)
+	if op == "edit" && (!fs.Changed("old") || !fs.Changed("new")) {
+		return e.usageError("fs edit needs --old TEXT and --new TEXT (--new '' deletes the text, explicitly)\n" + fsUsage)
 	}
 	name := fs.Arg(0)
 	ws, err := e.openWorkspace()

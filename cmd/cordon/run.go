@@ -1,53 +1,53 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
 	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
-	"github.com/cordon-run/cordon/substrate"
-	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
 func init() {
-	register(command{name: "run", summary: "TOOL [--input JSON|@FILE]: run an admitted tool under its grant", run: runRun})
+	register(command{name: "run", summary: "TOOL [--input JSON|@FILE|@-]: run an admitted tool under its grant", usage: runUsage, run: runRun})
 }
 
-const runUsage = `usage: cordon run [-w DIR] [--json] TOOL [--input JSON|@FILE]
-  --input JSON     the tool's input, checked against its input_schema (default {})
-  --input @FILE    read the input from FILE in the workspace`
+const runUsage = `usage: cordon run [-w DIR] [--json] TOOL [--input JSON|@FILE|@-]
+  --input JSON     the tool's input, checked against its input_schema
+  --input @FILE    read the input from FILE in the workspace
+  --input @-       read the input from stdin
+  Without --input, piped stdin is the input; with neither, the input is {}.`
+
+// maxInput bounds a tool's input.
+const maxInput = 1 << 20
 
 func runRun(e *env, args []string) int {
 	fs := e.flags("run")
-	input := fs.String("input", "", "the tool's input: JSON, or @FILE")
+	input := fs.String("input", "", "the tool's input: JSON, @FILE or @-")
 	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
-	if err := fs.Parse(args); err != nil {
-		return e.usageError(err.Error() + "\n" + runUsage)
+	if code := e.parse(fs, args, runUsage); code >= 0 {
+		return code
 	}
 	if fs.NArg() != 1 {
 		return e.usageError("run needs exactly one TOOL\n" + runUsage)
 	}
 	if fs.Changed("autonomy") {
-		return e.failCode(fmt.Errorf("autonomy levels are not available yet (--autonomy %s); run without it", *autonomy), exitCannotRun)
+		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "autonomy levels are not available yet (--autonomy %s); run without it", *autonomy))
 	}
 	name := fs.Arg(0)
-	data := []byte(*input)
-	if file, ok := strings.CutPrefix(*input, "@"); ok {
-		ws, err := e.openWorkspace()
-		if err != nil {
-			return e.fail(err)
-		}
-		data, err = ws.ReadFile(file)
-		ws.Close()
-		if err != nil {
-			return e.fail(err)
-		}
+	data, err := e.toolInput(*input, fs.Changed("input"))
+	if err != nil {
+		return e.fail(err)
 	}
-	a, reg, err := e.admitter(true)
+	a, err := e.admitter(true)
+	if err != nil {
+		return e.fail(err)
+	}
+	reg, err := e.registry()
 	if err != nil {
 		return e.fail(err)
 	}
@@ -57,40 +57,74 @@ func runRun(e *env, args []string) int {
 	ctx, intr := interruptible()
 	defer intr.stop()
 
-	p, err := a.Prepare(ctx, admission.RunConfig{Registry: reg, Environ: os.Environ()}, name, data)
+	p, err := a.Prepare(ctx, reg, name, data)
 	if err != nil {
 		var hc *admission.HostChangedError
-		switch {
-		case errors.As(err, &hc):
+		if errors.As(err, &hc) {
 			return e.refuse("run", name, hc.Refusal)
-		case errors.Is(err, substrate.ErrUnavailable):
-			return e.failCode(err, exitCannotRun)
 		}
 		return e.fail(err)
 	}
-	if p.Grant.Kind == admission.KindWasm {
-		return e.runWasm(ctx, p, intr)
-	}
-	res, err := runtime.Run(ctx, p.Spec)
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
+	res, err := rt.Run(ctx, p)
 	if err != nil {
-		switch {
-		case errors.Is(err, bwrap.ErrUnavailable), errors.Is(err, bwrap.ErrSetup), errors.Is(err, runtime.ErrInvalidSpec):
-			return e.failCode(err, exitCannotRun)
-		}
 		return e.fail(err)
 	}
 	if e.json {
-		out, _ := json.Marshal(res)
-		var m map[string]any
-		json.Unmarshal(out, &m)
-		m["tool"], m["digest"], m["regranted"] = p.Grant.Tool, p.Grant.Digest, p.Rechecked
-		e.printJSON(m)
-	} else {
-		fmt.Fprint(e.stdout, res.Stdout)
-		fmt.Fprint(e.stderr, res.Stderr)
-		if res.TimedOut {
-			fmt.Fprintf(e.stderr, "cordon: tool %q ran out of its time (%v); the process tree was killed (%s)\n", name, p.Grant.Time(), res.Signal)
-		}
+		e.printJSON(resultJSON(res))
+		return intr.exitOf(res)
+	}
+	fmt.Fprint(e.stdout, res.Stdout)
+	fmt.Fprint(e.stderr, res.Stderr)
+	for _, l := range res.Log {
+		fmt.Fprintf(e.stderr, "cordon: %s log: %s\n", l.Level, l.Message)
+	}
+	for _, r := range res.Refusals {
+		fmt.Fprintf(e.stderr, "cordon: refused: %s\n", r.Message)
+	}
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(e.stderr, "cordon: tool %q ran out of its time (%v); it was stopped (%s)\n", name, p.Grant.Time(), res.Signal)
+	case res.Trap != "":
+		fmt.Fprintf(e.stderr, "cordon: tool %q trapped: %s\n", name, res.Trap)
 	}
 	return intr.exitOf(res)
+}
+
+// toolInput returns a run's input: the --input value (JSON, @FILE read
+// through the workspace guard, @- for stdin), else stdin when it is not a
+// terminal, else nothing (the tool gets {}).
+func (e *env) toolInput(input string, given bool) ([]byte, error) {
+	switch {
+	case input == "@-":
+		return readInput(e.stdin, maxInput)
+	case strings.HasPrefix(input, "@"):
+		ws, err := e.openWorkspace()
+		if err != nil {
+			return nil, err
+		}
+		defer ws.Close()
+		return ws.ReadFile(input[1:])
+	case given:
+		return []byte(input), nil
+	}
+	if piped(e.stdin) {
+		return readInput(e.stdin, maxInput)
+	}
+	return nil, nil
+}
+
+// piped reports whether r is input that was piped in or redirected: not a
+// terminal, and not cordon's own stdin when that is a terminal.
+func piped(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return r != nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return st.Mode()&os.ModeCharDevice == 0
 }

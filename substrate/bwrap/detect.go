@@ -38,8 +38,8 @@ var (
 const detectTimeout = 10 * time.Second
 
 // Detect reports whether the bwrap binary bin can create a sandbox on this
-// host, by creating one with the namespaces and flags every [Policy] uses
-// and checking from inside that it is one (PID 2 of its own PID namespace,
+// host, by creating one with the namespaces, flags and base mounts every
+// [Policy] uses and checking from inside that it is one (PID 2 of its own PID namespace,
 // no capabilities). The answer is kept for bin for the life of the process;
 // a command that started in a sandbox made with bin counts as a yes. The
 // error matches [ErrUnavailable] and carries the reason.
@@ -70,10 +70,8 @@ const probeScript = `echo "$$"; grep '^CapEff:' /proc/self/status`
 func probe(ctx context.Context, bin string) error {
 	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 	defer cancel()
-	args := []string{"--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
-		"--unshare-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-		"--", "/bin/sh", "-c", probeScript}
+	args := append(namespaceArgs(NetNone), baseArgs(1<<20)...)
+	args = append(args, "--remount-ro", "/dev", "--", "/bin/sh", "-c", probeScript)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = []string{"PATH=" + defaultPath}
 	cmd.Dir = "/"

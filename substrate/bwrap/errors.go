@@ -3,7 +3,7 @@ package bwrap
 import (
 	"fmt"
 
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 // UnavailableMessage is the message of every [ErrUnavailable] error; the
@@ -14,18 +14,18 @@ const UnavailableMessage = "sandbox requested but bubblewrap is unavailable; ins
 var (
 	// ErrUnavailable: bubblewrap is missing or cannot create a sandbox on
 	// this host. The command did not run.
-	ErrUnavailable = refusal.Failure("SandboxUnavailable", UnavailableMessage)
+	ErrUnavailable = refusal.SandboxUnavailable
 	// ErrSetup: bubblewrap works on this host, but could not set up this
 	// sandbox (a bind source vanished, for instance). The command did not
 	// run.
-	ErrSetup = refusal.Failure("SandboxSetup", "the sandbox could not be set up")
+	ErrSetup = refusal.SandboxSetup
 	// ErrProtectedPath: a harness or write-later path is a symlink (or has
 	// one on the way), so it cannot be bound read-only safely.
-	ErrProtectedPath = refusal.Policy("ProtectedPath", "protected path is a symlink")
+	ErrProtectedPath = refusal.ProtectedPath
 	// ErrEnvRefused: an environment variable that may not be passed in.
-	ErrEnvRefused = refusal.Policy("EnvRefused", "environment variable refused")
+	ErrEnvRefused = refusal.EnvRefused
 	// ErrInvalidPolicy: the policy itself is malformed.
-	ErrInvalidPolicy = refusal.Failure("InvalidPolicy", "invalid sandbox policy")
+	ErrInvalidPolicy = refusal.InvalidPolicy
 )
 
 // Error is the error of this package: the operation, the path or name it

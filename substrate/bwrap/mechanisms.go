@@ -1,6 +1,9 @@
 package bwrap
 
-import "github.com/cordon-run/cordon/substrate"
+import (
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/substrate"
+)
 
 func mech(name, detail string) substrate.Mechanism {
 	return substrate.Mechanism{Substrate: "bwrap", Name: name, Detail: detail}
@@ -11,30 +14,38 @@ func mech(name, detail string) substrate.Mechanism {
 var (
 	// ReadOnlyRoot: the host file system is visible and read-only.
 	ReadOnlyRoot = mech("ro-root", "--ro-bind / / --dev /dev --proc /proc")
-	// TmpfsTmp: a fresh, empty /tmp for every call.
-	TmpfsTmp = mech("tmpfs-tmp", "--tmpfs /tmp")
+	// ReadOnlyDev: a fresh /dev of device nodes, read-only, with a capped
+	// /dev/shm of its own.
+	ReadOnlyDev = mech("ro-dev", "--dev /dev --perms 1777 --size <tmp> --tmpfs /dev/shm --remount-ro /dev")
 	// EmptyHome: HOME is an empty directory on the fresh /tmp.
 	EmptyHome = mech("tmpfs-home", "--dir "+Home+" (HOME="+Home+")")
 	// HideHomes: the real home directories are replaced by empty tmpfs.
-	HideHomes = mech("hide-homes", "--tmpfs /home --tmpfs /root --tmpfs <caller's home>")
+	HideHomes = mech("hide-homes", "--size 1MiB --tmpfs /home --tmpfs /root --tmpfs <caller's home>, each --remount-ro")
 	// HideServiceSockets: host service sockets under /run are unreachable.
-	HideServiceSockets = mech("hide-run", "--tmpfs /run --tmpfs /var/run")
+	HideServiceSockets = mech("hide-run", "--size 1MiB --tmpfs /run --tmpfs /var/run, each --remount-ro")
+	// HideTrustedState: cordon's per-user key store and code cache are
+	// empty and read-only inside, wherever they are.
+	HideTrustedState = mech("hide-trusted-state", "--size 1MiB --tmpfs <state dir> --tmpfs <cache dir>, each --remount-ro")
+	// SystemPath: PATH holds system directories only.
+	SystemPath = mech("system-path", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin (no workspace directory)")
 	// BindWorkspace: the workspace is the one writable tree.
 	BindWorkspace = mech("bind-workspace", "--bind <ws> <ws>")
 	// ReadOnlyWorkspace: the workspace is visible read-only.
 	ReadOnlyWorkspace = mech("ro-workspace", "--ro-bind <ws> <ws>")
 	// HideWorkspace: the workspace is an empty tmpfs.
-	HideWorkspace = mech("hide-workspace", "--tmpfs <ws>")
+	HideWorkspace = mech("hide-workspace", "--size 1MiB --tmpfs <ws> --remount-ro <ws>")
 	// ReadOnlyHarness: harness state is re-bound read-only on top of the
 	// writable workspace, created first when absent.
 	ReadOnlyHarness = mech("ro-harness", "--ro-bind <ws>/<harness> <ws>/<harness>")
-	// PinParents: the directories on the way to a write-later path are
-	// bound onto themselves, so they cannot be renamed away and replaced.
-	PinParents = mech("pin-parents", "--bind <ws>/.git <ws>/.git")
-	// ReadOnlyWriteLater: the paths that run later outside the sandbox
-	// (.git/hooks, config, commondir, modules, worktrees) are read-only,
+	// PinParents: the git directory, its objects and refs, and the
+	// directories on the way to a write-later path are bound onto
+	// themselves, so they cannot be removed, renamed away or replaced.
+	PinParents = mech("pin-parents", "--bind <ws>/.git <ws>/.git, --bind <ws>/.git/objects, --bind <ws>/.git/refs (same path)")
+	// ReadOnlyWriteLater: the paths that run later outside the sandbox —
+	// git's configuration, hooks, HEAD and what its configuration names,
+	// editor and agent settings, shell start-up files — are read-only,
 	// masked by a placeholder directory or file when absent.
-	ReadOnlyWriteLater = mech("ro-write-later", "--ro-bind <ws>/.git/{hooks,config,commondir,modules,worktrees} (same path)")
+	ReadOnlyWriteLater = mech("ro-write-later", "--ro-bind <ws>/<write-later path> (same path), every path of the protected set")
 	// ReadOnlyBinds: extra host paths bound read-only on top of everything.
 	ReadOnlyBinds = mech("ro-binds", "--ro-bind <path> <path>")
 	// UnshareUser: a new user namespace in which no further user namespace
@@ -63,3 +74,8 @@ var (
 	// ClearEnv: the environment is exactly the allow-list.
 	ClearEnv = mech("clearenv", "environment: PATH=<ws>/.local/bin:..., HOME, LANG, TERM and granted names only")
 )
+
+// TmpfsTmp is the fresh /tmp of every call, capped at size bytes.
+func TmpfsTmp(size int64) substrate.Mechanism {
+	return mech("tmpfs-tmp", "--size "+capabilities.FormatSize(size)+" --tmpfs /tmp")
+}

@@ -2,12 +2,12 @@ package bwrap
 
 import (
 	"fmt"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -69,29 +69,17 @@ func ParseNetwork(s string) (Network, error) {
 	return 0, fmt.Errorf("unknown network %q: want none or host", s)
 }
 
-// DefaultWriteLater lists the workspace paths that run later outside the
-// sandbox: what git executes or obeys when the user runs it afterwards. The
-// repository's hooks and configuration; "commondir", which moves git to
-// another directory's configuration and hooks (a tool could otherwise plant
-// a whole git directory whose core.fsmonitor runs on the next "git
-// status"); and the git directories of submodules and linked worktrees,
-// each with its own hooks and configuration. A trailing slash marks a
-// directory.
-var DefaultWriteLater = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/modules/", ".git/worktrees/"}
-
-// placeholder is what an absent write-later file is created with before the
-// run, as its read-only mount point: content that means to git what the
-// absence meant ("commondir" naming the git directory itself), so that git
-// inside and outside the sandbox behaves as before.
-var placeholder = map[string]string{".git/commondir": ".\n"}
-
-// DefaultHarnessState lists the harness directories protected by default;
-// it matches the workspace guard's list.
-var DefaultHarnessState = []string{".efferent", ".foundry"}
-
 // Home is the HOME of a sandboxed command: an empty directory on the
 // command's own /tmp.
 const Home = "/tmp/home"
+
+// DefaultTmpSize caps the sandbox's /tmp (which holds HOME) and, apart,
+// its /dev/shm: a tool cannot fill the machine's memory through them.
+const DefaultTmpSize = 512 << 20
+
+// hiddenSize caps the tmpfs mounts that hide host directories; they are
+// remounted read-only, so the cap only bounds what bubblewrap creates.
+const hiddenSize = 1 << 20
 
 // Policy describes one sandbox: the workspace and what the command may do
 // to it, the network, the environment names it receives from the caller and
@@ -101,23 +89,25 @@ type Policy struct {
 	workspace  string
 	access     Access
 	network    Network
-	harness    []string
-	writeLater []string
+	harness    harness.Config
 	env        []string
 	readOnly   []string
+	tmpSize    int64
+	systemPath bool
 }
 
 // NewPolicy returns the policy of cordon's shell for the workspace, which
-// must be an absolute, canonical path: the workspace writable with harness
-// state and the write-later paths read-only, no network, and no
-// environment beyond the allow-list.
-func NewPolicy(workspace string) Policy {
+// must be an absolute, canonical path, under the harness configuration h:
+// the workspace writable with harness state and the write-later paths
+// read-only, no network, /tmp capped at [DefaultTmpSize], PATH led by
+// <workspace>/.local/bin, and no environment beyond the allow-list.
+func NewPolicy(workspace string, h harness.Config) Policy {
 	return Policy{
-		workspace:  workspace,
-		access:     AccessWrite,
-		network:    NetNone,
-		harness:    slices.Clone(DefaultHarnessState),
-		writeLater: slices.Clone(DefaultWriteLater),
+		workspace: workspace,
+		access:    AccessWrite,
+		network:   NetNone,
+		harness:   h,
+		tmpSize:   DefaultTmpSize,
 	}
 }
 
@@ -126,23 +116,6 @@ func (p Policy) WithAccess(a Access) Policy { p.access = a; return p }
 
 // WithNetwork returns a copy of p with the network n.
 func (p Policy) WithNetwork(n Network) Policy { p.network = n; return p }
-
-// WithHarnessState returns a copy of p whose harness directories are
-// names, top-level directory names of the workspace. It replaces the
-// default list; it is for the program that embeds cordon, never for a tool.
-func (p Policy) WithHarnessState(names ...string) Policy {
-	p.harness = slices.Clone(names)
-	return p
-}
-
-// WithWriteLater returns a copy of p whose write-later paths are paths,
-// relative to the workspace; a trailing slash marks a directory (an absent
-// one is masked by an empty directory, an absent file by an empty file).
-// It replaces [DefaultWriteLater].
-func (p Policy) WithWriteLater(paths ...string) Policy {
-	p.writeLater = slices.Clone(paths)
-	return p
-}
 
 // WithEnv returns a copy of p that also passes the caller's values of the
 // variables names into the sandbox (a name the caller has not set is left
@@ -162,6 +135,15 @@ func (p Policy) WithReadOnly(paths ...string) Policy {
 	return p
 }
 
+// WithTmpSize returns a copy of p whose /tmp (and, apart, /dev/shm) holds
+// at most n bytes.
+func (p Policy) WithTmpSize(n int64) Policy { p.tmpSize = n; return p }
+
+// WithSystemPath returns a copy of p whose PATH holds system directories
+// only, never <workspace>/.local/bin: an admitted tool runs no program
+// that a command planted in the workspace.
+func (p Policy) WithSystemPath(on bool) Policy { p.systemPath = on; return p }
+
 // Workspace returns the workspace path.
 func (p Policy) Workspace() string { return p.workspace }
 
@@ -174,27 +156,29 @@ func (p Policy) Network() Network { return p.network }
 // Env returns the granted environment names.
 func (p Policy) Env() []string { return slices.Clone(p.env) }
 
-// HarnessState returns the harness directory names.
-func (p Policy) HarnessState() []string { return slices.Clone(p.harness) }
-
-// WriteLater returns the write-later paths.
-func (p Policy) WriteLater() []string { return slices.Clone(p.writeLater) }
+// Harness returns the harness configuration.
+func (p Policy) Harness() harness.Config { return p.harness }
 
 // ReadOnly returns the extra read-only binds.
 func (p Policy) ReadOnly() []string { return slices.Clone(p.readOnly) }
 
+// TmpSize returns the cap of /tmp and of /dev/shm.
+func (p Policy) TmpSize() int64 { return p.tmpSize }
+
 // String describes the policy for messages and evidence, for example
-// "bwrap: workspace /w (write; read-only: .efferent, .foundry, .git/hooks/,
-// .git/config), network none, env PATH HOME LANG TERM".
+// "bwrap: workspace /w (write; harness state .efferent, .foundry read-only,
+// write-later paths read-only), network none, tmp 512MiB, env PATH HOME
+// LANG TERM".
 func (p Policy) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "bwrap: workspace %s (%s", p.workspace, p.access)
 	if p.access == AccessWrite {
-		if ro := append(slices.Clone(p.harness), p.writeLater...); len(ro) > 0 {
-			fmt.Fprintf(&b, "; read-only: %s", strings.Join(ro, ", "))
-		}
+		fmt.Fprintf(&b, "; harness state %s read-only; write-later paths read-only", strings.Join(p.harness.State(), ", "))
 	}
-	fmt.Fprintf(&b, "), network %s, env %s", p.network, strings.Join(append([]string{"PATH", "HOME", "LANG", "TERM"}, p.env...), " "))
+	fmt.Fprintf(&b, "), network %s, tmp %s, env %s", p.network, capabilities.FormatSize(p.tmpSize), strings.Join(append([]string{"PATH", "HOME", "LANG", "TERM"}, p.env...), " "))
+	if p.systemPath {
+		b.WriteString(", system PATH")
+	}
 	if len(p.readOnly) > 0 {
 		fmt.Fprintf(&b, ", read-only binds %s", strings.Join(p.readOnly, " "))
 	}
@@ -205,20 +189,14 @@ func (p Policy) String() string {
 // of the mount table.
 func (p Policy) Mechanisms() []substrate.Mechanism {
 	m := []substrate.Mechanism{UnshareUser, CapDrop, UnsharePID, UnshareIPC, NewSession, DieWithParent, NoInheritedFDs,
-		ReadOnlyRoot, TmpfsTmp, EmptyHome, HideHomes, HideServiceSockets}
+		ReadOnlyRoot, TmpfsTmp(p.tmpSize), ReadOnlyDev, EmptyHome, HideHomes, HideServiceSockets, HideTrustedState}
 	switch p.access {
 	case AccessNone:
 		m = append(m, HideWorkspace)
 	case AccessRead:
 		m = append(m, ReadOnlyWorkspace)
 	case AccessWrite:
-		m = append(m, BindWorkspace)
-		if len(p.harness) > 0 {
-			m = append(m, ReadOnlyHarness)
-		}
-		if len(p.writeLater) > 0 {
-			m = append(m, PinParents, ReadOnlyWriteLater)
-		}
+		m = append(m, BindWorkspace, ReadOnlyHarness, PinParents, ReadOnlyWriteLater)
 	}
 	if len(p.readOnly) > 0 {
 		m = append(m, ReadOnlyBinds)
@@ -227,6 +205,9 @@ func (p Policy) Mechanisms() []substrate.Mechanism {
 		m = append(m, ShareNet)
 	} else {
 		m = append(m, UnshareNet)
+	}
+	if p.systemPath {
+		m = append(m, SystemPath)
 	}
 	return append(m, ClearEnv)
 }
@@ -255,16 +236,14 @@ func (p Policy) Validate() error {
 	default:
 		return invalid("unknown network %d", int(p.network))
 	}
-	for _, h := range p.harness {
-		if h == "" || h == "." || h == ".." || strings.ContainsRune(h, '/') {
-			return invalid("harness state name %q is not a single path component", h)
-		}
+	if err := p.harness.Validate(); err != nil {
+		return err
 	}
-	for _, w := range p.writeLater {
-		c := strings.TrimSuffix(w, "/")
-		if c == "" || path.IsAbs(c) || path.Clean(c) != c || c == "." || c == ".." || strings.HasPrefix(c, "../") {
-			return invalid("write-later path %q is not a clean path inside the workspace", w)
-		}
+	if err := p.harness.CheckWorkspace(ws); err != nil {
+		return err
+	}
+	if p.tmpSize <= 0 || p.tmpSize > capabilities.MaxSize {
+		return invalid("tmp size %d is not between 1 byte and %s", p.tmpSize, capabilities.FormatSize(capabilities.MaxSize))
 	}
 	for _, name := range p.env {
 		if err := CheckEnvName(name); err != nil {
@@ -284,34 +263,9 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// CheckEnvName returns an error matching [ErrEnvRefused] when name is not a
-// valid variable name or is one of the variables that change how programs
-// load or run (LD_*, DYLD_*, BASH_ENV, ENV, BASH_FUNC_*, ...) or that the
-// sandbox sets itself (PATH, HOME).
-func CheckEnvName(name string) error {
-	if !validEnvName(name) {
-		return &Error{Op: "pass", Path: name, Err: ErrEnvRefused, detail: "not a valid environment variable name"}
-	}
-	if why := capabilities.EnvHazard(name); why != "" {
-		return &Error{Op: "pass", Path: name, Err: ErrEnvRefused, detail: why}
-	}
-	return nil
-}
-
-func validEnvName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i, c := range name {
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// CheckEnvName refuses names that may not be passed into a sandbox; see
+// [substrate.CheckEnvName].
+func CheckEnvName(name string) error { return substrate.CheckEnvName(name) }
 
 func invalid(format string, args ...any) error {
 	return &Error{Op: "configure", Err: ErrInvalidPolicy, detail: fmt.Sprintf(format, args...)}

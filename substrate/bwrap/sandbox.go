@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/substrate"
 )
 
 // Sandbox is a [Policy] made ready on this host: harness directories exist,
@@ -23,49 +26,69 @@ import (
 // list and environment of bwrap are computed. Make one with
 // [Policy.Prepare]; Close it after the command has exited.
 type Sandbox struct {
-	policy  Policy
-	args    []string // bwrap's options, up to and excluding "--"
-	env     []string
-	created []createdPath
+	policy    Policy
+	protected *harness.Protected // nil unless the workspace is writable
+	args      []string           // bwrap's options, up to and excluding "--"
+	env       []string
+	session   *placeholder.Session
 
 	mu      sync.Mutex
 	bin     string
-	markerR *os.File
-	markerW *os.File
+	blockW  *os.File // written once the sandbox is verified: the command may start
+	blockR  *os.File
 	statusR *os.File
 	statusW *os.File
-	started bool
-	checked bool
-
-	initOnce sync.Once
-	init     initInfo
+	argsR   *os.File
+	status  chan statusRecord
+	used    bool
 }
 
-// initInfo is what bwrap reports first on its status descriptor: the
-// host PID of the namespace's init and the namespace.
-type initInfo struct {
-	PID   int    `json:"child-pid"`
-	PIDNS uint64 `json:"pid-namespace"`
+// statusRecord is one JSON document bwrap writes on its status descriptor:
+// first the init of the new namespaces, last the command's exit code.
+type statusRecord struct {
+	ChildPID int    `json:"child-pid"`
+	PIDNS    uint64 `json:"pid-namespace"`
+	MntNS    uint64 `json:"mnt-namespace"`
+	NetNS    uint64 `json:"net-namespace"`
+	IPCNS    uint64 `json:"ipc-namespace"`
+	UTSNS    uint64 `json:"uts-namespace"`
+	ExitCode *int   `json:"exit-code"`
 }
 
-// createdPath is a mount point cordon created on the host for an absent
-// protected path, removed after the run if it is still what was created.
-type createdPath struct {
-	path string
-	info fs.FileInfo
+// defaultPath is the PATH of the sandbox when the caller's environment has
+// none, and the whole PATH of an admitted tool ([Policy.WithSystemPath]).
+const defaultPath = substrate.SystemPath
+
+// namespaceArgs are the namespace and process flags of every sandbox,
+// [Detect]'s included: new user (no further user namespaces), IPC, PID,
+// UTS and cgroup namespaces, the network cut off unless net is NetHost,
+// killed with bwrap, in a new session, every capability dropped.
+func namespaceArgs(net Network) []string {
+	a := []string{"--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"}
+	if net == NetNone {
+		a = append(a, "--unshare-net")
+	}
+	return append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
 }
 
-// defaultPath is the PATH after <workspace>/.local/bin when the caller's
-// environment has none.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// baseArgs is the file system every sandbox starts from, [Detect]'s
+// included: the host read-only, a read-only /dev of device nodes with a
+// capped /dev/shm, /proc of the new PID namespace, a fresh capped /tmp.
+func baseArgs(tmpSize int64) []string {
+	size := strconv.FormatInt(tmpSize, 10)
+	return []string{"--ro-bind", "/", "/", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+		"--proc", "/proc", "--size", size, "--tmpfs", "/tmp"}
+}
 
 // Prepare checks the policy against the file system and makes the host side
-// ready: it refuses protected paths that are symlinks ([ErrProtectedPath]),
-// creates absent harness directories (mode 0700, kept) and mount points for
-// absent write-later paths (removed again by [Sandbox.Close] when still
-// empty). environ is the caller's environment: the allow-list takes LANG,
-// TERM, the granted names and the PATH after <workspace>/.local/bin from it,
-// and its HOME is hidden along with the other home directories.
+// ready: it finds the workspace's protected set ([harness.Config.Protect]),
+// refuses protected paths that are symlinks ([ErrProtectedPath]), creates
+// absent harness directories (mode 0700, kept) and placeholders for absent
+// write-later paths (removed again by the last run of the workspace to
+// end; see package placeholder). environ is the caller's environment: the
+// allow-list takes LANG, TERM, the granted names and (for cordon exec) the
+// PATH after <workspace>/.local/bin from it, and its HOME is hidden along
+// with the other home directories.
 func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -94,23 +117,22 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	s := &Sandbox{policy: p}
 	var pins, protected []string
 	if p.access == AccessWrite {
-		pins, protected, err = s.protect()
-		if err != nil {
+		if s.protected, err = p.harness.Protect(ws); err != nil {
+			return nil, err
+		}
+		if pins, protected, err = s.protect(); err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
 
-	hidden := hiddenDirs(environ)
-	a := []string{"--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"}
-	if p.network == NetNone {
-		a = append(a, "--unshare-net")
-	}
-	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", Home)
-	var inside []string // hidden directories strictly inside the workspace
+	hidden := hiddenDirs(environ, p.harness)
+	a := append(namespaceArgs(p.network), baseArgs(p.tmpSize)...)
+	a = append(a, "--dir", Home)
+	var inside, remount []string // hidden directories strictly inside the workspace; read-only tmpfs
 	for _, h := range hidden {
-		a = append(a, "--tmpfs", h)
+		a = append(a, "--size", strconv.Itoa(hiddenSize), "--tmpfs", h)
+		remount = append(remount, h)
 		if h != ws && within(h, ws) {
 			inside = append(inside, h)
 		}
@@ -126,14 +148,15 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	}
 	switch p.access {
 	case AccessNone:
-		a = append(a, "--tmpfs", ws)
+		a = append(a, "--size", strconv.Itoa(hiddenSize), "--tmpfs", ws)
+		remount = append(remount, ws)
 	case AccessRead:
 		a = append(a, "--ro-bind", ws, ws)
 	case AccessWrite:
 		a = append(a, "--bind", ws, ws)
 	}
 	for _, h := range inside {
-		a = append(a, "--tmpfs", h)
+		a = append(a, "--size", strconv.Itoa(hiddenSize), "--tmpfs", h)
 	}
 	for _, d := range pins {
 		a = append(a, "--bind", d, d)
@@ -144,74 +167,64 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	for _, r := range p.readOnly {
 		a = append(a, "--ro-bind", r, r)
 	}
+	// Read-only last: bubblewrap creates the mount points of the binds
+	// above inside these tmpfs first.
+	for _, d := range append(remount, "/dev") {
+		a = append(a, "--remount-ro", d)
+	}
 	s.args = append(a, "--chdir", ws)
 	s.env = p.Environment(environ)
 	return s, nil
 }
 
-// protect prepares the harness and write-later paths of a writable
-// workspace: it returns the directories to pin (bind onto themselves) and
-// the paths to bind read-only, creating what is absent.
+// protect prepares the protected set of a writable workspace: it returns
+// the directories to pin (bind onto themselves) and the paths to bind
+// read-only, creating harness directories and placeholders for what is
+// absent.
 func (s *Sandbox) protect() (pins, protected []string, err error) {
 	p := s.policy
-	type entry struct {
-		rel     string
-		dir     bool
-		harness bool
-	}
-	var entries []entry
-	for _, h := range p.harness {
-		entries = append(entries, entry{rel: h, dir: true, harness: true})
-	}
-	for _, w := range p.writeLater {
-		entries = append(entries, entry{rel: strings.TrimSuffix(w, "/"), dir: strings.HasSuffix(w, "/")})
-	}
-	add := func(list *[]string, path string) {
-		if !slices.Contains(*list, path) {
-			*list = append(*list, path)
+	ws := p.workspace
+	for _, h := range s.protected.State() {
+		path := filepath.Join(ws, h)
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = os.Mkdir(path, 0o700); err == nil || errors.Is(err, fs.ErrExist) {
+				fi, err = os.Lstat(path)
+			}
 		}
-	}
-	for _, e := range entries {
-		comps := strings.Split(e.rel, "/")
-		cur := p.workspace
-		for i, c := range comps {
-			next := filepath.Join(cur, c)
-			last := i == len(comps)-1
-			rel := strings.Join(comps[:i+1], "/")
-			if slices.Contains(protected, next) {
-				break // covered: bound read-only as a whole
-			}
-			fi, err := os.Lstat(next)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = s.create(next, e.harness, !last || e.dir, placeholder[rel], i == 0)
-				if err == nil {
-					add(&protected, next)
-					break
-				}
-				if !errors.Is(err, fs.ErrExist) {
-					return nil, nil, &Error{Op: "start", Path: rel, Root: p.workspace, Err: ErrSetup, Cause: err,
-						detail: fmt.Sprintf("cannot create %s to protect it: %v", rel, err)}
-				}
-				// Another run of this workspace created it meanwhile:
-				// protect it as an existing path.
-				fi, err = os.Lstat(next)
-			}
-			if err != nil {
-				return nil, nil, &Error{Op: "start", Path: rel, Root: p.workspace, Err: ErrSetup, Cause: err,
-					detail: fmt.Sprintf("cannot inspect %s: %v", rel, err)}
-			}
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				return nil, nil, &Error{Op: "start", Path: rel, Root: p.workspace, Err: ErrProtectedPath, detail: "a symlink"}
-			}
-			if last || !fi.IsDir() {
-				// The path itself, or a file on the way to it (a .git
-				// file that points at a worktree's git directory).
-				add(&protected, next)
-				break
-			}
-			add(&pins, next)
-			cur = next
+		if err != nil {
+			return nil, nil, &Error{Op: "start", Path: h, Root: ws, Err: ErrSetup, Cause: err, detail: fmt.Sprintf("cannot create harness state %s: %v", h, err)}
 		}
+		if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
+			return nil, nil, &Error{Op: "start", Path: h, Root: ws, Err: ErrProtectedPath, detail: "a symlink or not a directory"}
+		}
+		protected = append(protected, path)
+	}
+	for _, q := range s.protected.Paths() {
+		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if q.Mode == harness.Pinned {
+				continue // nothing there to keep in place
+			}
+			if err = s.placeholder(q); err == nil || errors.Is(err, fs.ErrExist) {
+				fi, err = os.Lstat(path)
+			}
+		}
+		if err != nil {
+			return nil, nil, &Error{Op: "start", Path: q.Rel, Root: ws, Err: ErrSetup, Cause: err,
+				detail: fmt.Sprintf("cannot protect %s: %v", q.Rel, err)}
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, nil, &Error{Op: "start", Path: q.Rel, Root: ws, Err: ErrProtectedPath, detail: "a symlink"}
+		}
+		if q.Mode == harness.Pinned {
+			if fi.IsDir() {
+				pins = append(pins, path)
+			}
+			continue
+		}
+		protected = append(protected, path)
 	}
 	// Parents before children, so that each bind lands on top of the one
 	// that contains it.
@@ -220,60 +233,54 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 	return pins, protected, nil
 }
 
-// create makes an absent protected path: a harness directory, or a
-// directory or file (holding content) to serve as a read-only mount point.
-// Only a mount point at the top of the workspace (the whole of an absent
-// .git) is removed again by Close, when still empty: one inside an
-// existing directory may be a mount point of another run of the same
-// workspace, and removing it there would let that run's tool create the
-// path. Those placeholders (an empty hooks directory, a commondir naming
-// the git directory itself) mean to git what their absence meant.
-func (s *Sandbox) create(path string, harness, dir bool, content string, top bool) error {
-	if harness {
-		return os.Mkdir(path, 0o700)
-	}
-	if dir {
-		if err := os.Mkdir(path, 0o755); err != nil {
-			return err
-		}
-	} else {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// placeholder creates the mount point of an absent read-only path, and the
+// directories on the way to it, recording each in the workspace's
+// placeholder session.
+func (s *Sandbox) placeholder(q harness.Path) error {
+	if s.session == nil {
+		sess, err := placeholder.Begin(s.policy.harness.StateDir(), s.policy.workspace)
 		if err != nil {
 			return err
 		}
-		_, err = f.WriteString(content)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		s.session = sess
+	}
+	comps := strings.Split(q.Rel, "/")
+	cur := s.policy.workspace
+	for i, c := range comps {
+		cur = filepath.Join(cur, c)
+		last := i == len(comps)-1
+		if !last {
+			fi, err := os.Lstat(cur)
+			if err == nil {
+				if !fi.IsDir() {
+					return fmt.Errorf("%s is in the way and not a directory", cur)
+				}
+				continue
+			}
 		}
-		if err != nil {
+		err := s.session.Create(cur, !last || q.Dir || q.MaskDir, q.Content)
+		if err != nil && (last || !errors.Is(err, fs.ErrExist)) {
 			return err
 		}
 	}
-	if !top {
-		return nil
-	}
-	info, err := os.Lstat(path)
-	if err != nil {
-		return err
-	}
-	s.created = append(s.created, createdPath{path: path, info: info})
 	return nil
 }
 
-// hiddenDirs returns the directories to cover with an empty tmpfs: /home,
-// /root, /run, /var/run and the caller's home, resolved, existing, outside
-// /tmp (already fresh) and the system directories, and not inside one
-// another.
-func hiddenDirs(environ []string) []string {
+// hiddenDirs returns the directories to cover with an empty, read-only
+// tmpfs: /home, /root, /run, /var/run, the caller's home, and cordon's
+// per-user state and cache directories — resolved, existing, outside /tmp
+// (already fresh) and the system directories, and not inside one another.
+func hiddenDirs(environ []string, h harness.Config) []string {
 	cands := []string{"/home", "/root", "/run", "/var/run"}
-	if h, ok := lookupEnv(environ, "HOME"); ok {
-		cands = append(cands, h)
+	if home, ok := lookupEnv(environ, "HOME"); ok {
+		cands = append(cands, home)
 	}
 	if u, err := user.Current(); err == nil {
 		cands = append(cands, u.HomeDir)
 	}
+	trusted := []string{h.StateDir(), h.CacheDir()}
 	var dirs []string
-	for _, c := range cands {
+	for _, c := range append(cands, trusted...) {
 		if !filepath.IsAbs(c) {
 			continue
 		}
@@ -284,7 +291,7 @@ func hiddenDirs(environ []string) []string {
 		if st, err := os.Stat(r); err != nil || !st.IsDir() {
 			continue
 		}
-		if r == "/" || within(r, "/tmp") || systemDir(r) || slices.Contains(dirs, r) {
+		if r == "/" || within(r, "/tmp") || (systemDir(r) && !slices.Contains(trusted, c)) || slices.Contains(dirs, r) {
 			continue
 		}
 		dirs = append(dirs, r)
@@ -325,75 +332,44 @@ func underAny(p string, dirs []string) bool {
 }
 
 // Environment returns the environment a command gets under this policy,
-// drawn from the caller's environ: exactly PATH (<workspace>/.local/bin,
-// then the absolute entries of the caller's PATH), HOME ([Home]), LANG,
-// TERM and the granted names the caller has set. Nothing else passes.
+// drawn from the caller's environ: exactly PATH, HOME ([Home]), LANG, TERM
+// and the granted names the caller has set. PATH is, for cordon exec,
+// <workspace>/.local/bin then the absolute entries of the caller's PATH;
+// with [Policy.WithSystemPath], the system directories alone.
 func (p Policy) Environment(environ []string) []string {
-	var path []string
-	if p.access != AccessNone {
-		path = append(path, filepath.Join(p.workspace, ".local", "bin"))
+	var lead []string
+	if p.access != AccessNone && !p.systemPath {
+		lead = []string{filepath.Join(p.workspace, ".local", "bin")}
 	}
-	if v, ok := lookupEnv(environ, "PATH"); ok {
-		for _, d := range filepath.SplitList(v) {
-			if filepath.IsAbs(d) && !slices.Contains(path, d) {
-				path = append(path, d)
-			}
-		}
-	}
-	if len(path) == 0 || (len(path) == 1 && p.access != AccessNone) {
-		path = append(path, filepath.SplitList(defaultPath)...)
-	}
-	env := []string{"PATH=" + strings.Join(path, string(filepath.ListSeparator)), "HOME=" + Home}
-	names := append([]string{"LANG", "TERM"}, p.env...)
-	seen := map[string]bool{}
-	for _, n := range names {
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
-		if v, ok := lookupEnv(environ, n); ok {
-			env = append(env, n+"="+v)
-		}
-	}
-	return env
+	return substrate.Environment(environ, lead, p.systemPath, Home, p.env)
 }
 
-// lookupEnv returns the last value of name in environ, as the C library
-// and os/exec read an environment.
 func lookupEnv(environ []string, name string) (string, bool) {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(environ[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
+	return substrate.LookupEnv(environ, name)
 }
 
-// markerFD is the descriptor on which the sandbox's prologue reports that
-// it runs: the first of exec.Cmd.ExtraFiles. statusFD, the second, is
-// bwrap's --json-status-fd, on which it reports the namespace's init.
+// The descriptors of bwrap's side channels: the first three of
+// exec.Cmd.ExtraFiles. bwrap reads its options and the command from
+// argsFD (--args), blocks on blockFD before it starts the command
+// (--block-fd), and reports the sandbox's init and the command's exit on
+// statusFD (--json-status-fd). None of them reaches the command.
 const (
-	markerFD = 3
+	blockFD  = 3
 	statusFD = 4
+	argsFD   = 5
 )
 
-// prologue runs inside the finished sandbox as /bin/sh -c PROLOGUE cordon
-// CMD ARGS...: it checks that it is PID 2 of its own PID namespace (bwrap's
-// init is 1), as [Detect]'s probe does, so that a "bwrap" that ran it on
-// the host stops here; then it reports on markerFD, closes it, and executes
-// the command, so that a command not found exits 127 and one not
-// executable 126, as in a shell. dash's exec takes no options; a command
-// that starts with "-" goes through env(1), whose exit codes are the same.
-const prologue = `[ "$$" = 2 ] && printf x >&3 && exec 3>&- 4>&- && unset PWD && case $1 in -*) exec /usr/bin/env -- "$@";; esac && exec "$@"`
-
 // Args returns bwrap's argument list (without the program name) for argv,
-// as [Sandbox.Command] runs it: the options, the status descriptor, then
-// "--", the prologue and argv, which are never read as options of bwrap.
-// It expects descriptors 3 and 4 to be the pipes Command sets up.
+// as [Sandbox.Command] runs it: the options and side channels, then "--"
+// and argv, which are never read as options of bwrap. (Command hands the
+// options to bwrap on a descriptor, --args, and argv on its command line.)
 func (s *Sandbox) Args(argv []string) []string {
-	a := slices.Clone(s.args)
-	a = append(a, "--json-status-fd", fmt.Sprint(statusFD), "--", "/bin/sh", "-c", prologue, "cordon")
+	a := append(s.sideArgs(), "--")
 	return append(a, argv...)
+}
+
+func (s *Sandbox) sideArgs() []string {
+	return append(slices.Clone(s.args), "--block-fd", strconv.Itoa(blockFD), "--json-status-fd", strconv.Itoa(statusFD))
 }
 
 // Options returns bwrap's options alone, up to and excluding "--": the
@@ -426,10 +402,16 @@ func (s *Sandbox) Env() []string { return slices.Clone(s.env) }
 // Policy returns the policy the sandbox was prepared from.
 func (s *Sandbox) Policy() Policy { return s.policy }
 
+// Protected returns the protected set the sandbox enforces (nil unless the
+// workspace is writable).
+func (s *Sandbox) Protected() *harness.Protected { return s.protected }
+
 // Command returns the command that runs argv in the sandbox with the bwrap
-// binary bin. The caller sets its streams and process attributes, starts
-// it, calls [Sandbox.Launched], waits for it, and then asks
-// [Sandbox.Started] whether the command ran at all. A Sandbox makes one
+// binary bin. The command does not start until [Sandbox.Release]: bwrap
+// sets the sandbox up, reports its init ([Sandbox.Init]) and blocks. The
+// caller sets the command's streams and process attributes, starts it,
+// calls [Sandbox.Launched], then Init, verifies, Release, waits, and asks
+// [Sandbox.Ran] whether the command ran at all. A Sandbox makes one
 // command.
 //
 // Command marks every descriptor of the calling process above 2
@@ -443,149 +425,101 @@ func (s *Sandbox) Command(bin string, argv []string) (*exec.Cmd, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.markerW != nil || s.checked {
+	if s.used {
 		return nil, invalid("a sandbox runs one command")
+	}
+	s.used = true
+	setup := func(err error) error {
+		return &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	if err := closeOnExecAll(); err != nil {
 		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err,
 			detail: "cannot keep this process's descriptors out of the sandbox: " + err.Error()}
 	}
-	mr, mw, err := os.Pipe()
+	args, err := argsFile(s.sideArgs())
 	if err != nil {
-		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err, detail: err.Error()}
+		return nil, setup(err)
+	}
+	br, bw, err := os.Pipe()
+	if err != nil {
+		args.Close()
+		return nil, setup(err)
 	}
 	sr, sw, err := os.Pipe()
 	if err != nil {
-		mr.Close()
-		mw.Close()
-		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err, detail: err.Error()}
+		args.Close()
+		br.Close()
+		bw.Close()
+		return nil, setup(err)
 	}
-	s.bin, s.markerR, s.markerW, s.statusR, s.statusW = bin, mr, mw, sr, sw
+	s.bin, s.blockR, s.blockW, s.statusR, s.statusW, s.argsR = bin, br, bw, sr, sw, args
+	s.status = make(chan statusRecord, 2)
+	go s.readStatus(sr)
 	return &exec.Cmd{
 		Path:       bin,
-		Args:       append([]string{"bwrap"}, s.Args(argv)...),
+		Args:       append([]string{"bwrap", "--args", strconv.Itoa(argsFD), "--"}, argv...),
 		Env:        s.Env(),
 		Dir:        "/",
-		ExtraFiles: []*os.File{mw, sw}, // markerFD, statusFD
+		ExtraFiles: []*os.File{br, sw, args}, // blockFD, statusFD, argsFD
 	}, nil
 }
 
+// readStatus decodes bwrap's status records until bwrap closes the
+// descriptor, then closes the channel.
+func (s *Sandbox) readStatus(r io.Reader) {
+	defer close(s.status)
+	dec := json.NewDecoder(io.LimitReader(r, 64<<10))
+	for range 2 {
+		var rec statusRecord
+		if err := dec.Decode(&rec); err != nil {
+			return
+		}
+		s.status <- rec
+	}
+}
+
 // Launched closes this process's copies of the descriptors the command
-// inherited, so that their readers see the end when bwrap and the
-// sandbox are gone. Call it once the command's Start has returned.
+// inherited. Call it once the command's Start has returned.
 func (s *Sandbox) Launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.markerW, s.statusW} {
+	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR} {
 		if f != nil {
 			f.Close()
 		}
 	}
+	s.blockR, s.statusW, s.argsR = nil, nil, nil
 }
 
-// Init returns the host PID of the sandbox's init (PID 1 of its PID
-// namespace) and the namespace's inode number, as bwrap reports them right
-// after creating it; ok is false when bwrap ended before that. It blocks
-// until then. When the init has exited, every process of the sandbox is
-// gone: the kernel kills the namespace first.
-func (s *Sandbox) Init() (pid int, pidNS uint64, ok bool) {
-	s.initOnce.Do(func() {
-		s.mu.Lock()
-		r := s.statusR
-		s.mu.Unlock()
-		if r == nil {
-			return
-		}
-		var info initInfo
-		if err := json.NewDecoder(r).Decode(&info); err == nil && info.PID > 0 {
-			s.init = info
-		}
-	})
-	return s.init.PID, s.init.PIDNS, s.init.PID > 0
-}
-
-// Started reports whether the command began to run inside the sandbox:
-// call it once the command has exited. False means bwrap never finished
-// setting the sandbox up (or was killed first) and the command did not run;
-// [Sandbox.Failure] says why.
-func (s *Sandbox) Started() bool {
+// Release lets the command start: bwrap reads one byte on its block
+// descriptor. Call it only once the sandbox's init is verified.
+func (s *Sandbox) Release() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.checked || s.markerR == nil {
-		return s.started
+	if s.blockW == nil {
+		return errors.New("bwrap: the sandbox was released already")
 	}
-	s.checked = true
-	// Every process that held the write end is gone once the command has
-	// exited (the PID namespace died with it); the deadline only guards
-	// against a descriptor smuggled out.
-	s.markerR.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	var b [1]byte
-	n, _ := s.markerR.Read(b[:])
-	s.started = n == 1 && b[0] == 'x'
-	if s.started {
-		remember(s.bin, nil)
-	}
-	return s.started
+	_, err := s.blockW.Write([]byte{1})
+	s.blockW.Close()
+	s.blockW = nil
+	return err
 }
 
-// Failure explains a command that never started: [ErrUnavailable] when
-// bubblewrap cannot create any sandbox on this host ([Detect] says why),
-// [ErrSetup] with bwrap's own message (taken from stderr) otherwise.
-func (s *Sandbox) Failure(ctx context.Context, stderr string) error {
-	if err := Detect(ctx, s.bin); err != nil {
-		return err
-	}
-	msg := strings.TrimSpace(stderr)
-	if i := strings.LastIndex(msg, "\n"); i >= 0 {
-		msg = msg[i+1:]
-	}
-	if msg == "" {
-		msg = "bwrap exited before the command started"
-	}
-	return &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, detail: msg}
-}
-
-// Close releases the marker pipe and removes the mount points Prepare
-// created that are still as created (an empty directory, an empty file).
+// Close releases the side channels and ends the workspace's placeholder
+// session: the last run of the workspace to end removes the placeholders.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.markerR, s.markerW, s.statusR, s.statusW} {
+	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	var errs []error
-	for i := len(s.created) - 1; i >= 0; i-- {
-		c := s.created[i]
-		now, err := os.Lstat(c.path)
-		if err != nil || !os.SameFile(now, c.info) {
-			continue
-		}
-		if now.IsDir() {
-			if names, err := readNames(c.path); err != nil || len(names) > 0 {
-				continue
-			}
-		} else if !now.Mode().IsRegular() || now.Size() != 0 {
-			continue
-		}
-		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
+	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR = nil, nil, nil, nil, nil
+	if s.session != nil {
+		err := s.session.End()
+		s.session = nil
+		return err
 	}
-	s.created = nil
-	return errors.Join(errs...)
-}
-
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	return names, err
+	return nil
 }

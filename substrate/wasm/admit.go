@@ -221,7 +221,9 @@ func mechanisms(c capabilities.Capability, set capabilities.Set) ([]substrate.Me
 		}
 		return []substrate.Mechanism{MechGuardRead, MechHarnessAbsent, MechWriteStubs, MechLinkStubs}, nil
 	case capabilities.KindFSWrite:
-		return []substrate.Mechanism{MechGuardWrite, MechHarnessAbsent, MechLinkStubs}, nil
+		return []substrate.Mechanism{MechGuardWrite, MechHarnessAbsent, MechWriteLater, MechLinkStubs}, nil
+	case capabilities.KindTmp:
+		return nil, refuse("a module has no /tmp: its only file system is the workspace", "no tmp: capability for a wasm tool")
 	case capabilities.KindNet:
 		if c.Arg() == capabilities.NetNone {
 			return []substrate.Mechanism{MechNoNet}, nil
@@ -288,33 +290,42 @@ func mechanisms(c capabilities.Capability, set capabilities.Set) ([]substrate.Me
 // wasm.import:cordon/NAME per cordon host function it imports. WASI
 // imports need none (the file-system capabilities decide how each is
 // served). It fails with an [*ImportError] for an import no host module
-// provides, and for a module that is not a valid WASI command.
-func (Enforcer) Inspect(ctx context.Context, artifact []byte) ([]capabilities.Capability, error) {
+// provides, and for a module that is not a valid WASI command. The
+// [*Module] it read is the inspection's Artifact: a run uses it as it is.
+//
+// A module being admitted is validated whole (wazero compiles it once, in
+// its interpreter). An admitted one (its digest matched an authenticated
+// grant) has its imports read and checked again — the grant must still
+// hold — but is not compiled again here: the run compiles it, or loads its
+// compiled code from cordon's cache.
+func (Enforcer) Inspect(ctx context.Context, artifact []byte, admitted bool) (substrate.Inspection, error) {
 	m, err := Load(artifact)
 	if err != nil {
-		return nil, err
+		return substrate.Inspection{}, err
 	}
 	sigs, err := wasiSignatures()
 	if err != nil {
-		return nil, err
+		return substrate.Inspection{}, err
 	}
 	var need []capabilities.Capability
 	for _, imp := range m.imports {
 		if err := checkImport(imp, sigs); err != nil {
-			return nil, err
+			return substrate.Inspection{}, err
 		}
 		if imp.Module == ModuleCordon {
 			c, err := capabilities.Import(ModuleCordon, imp.Name)
 			if err != nil {
-				return nil, &ImportError{Import: imp, Reason: err.Error()}
+				return substrate.Inspection{}, &ImportError{Import: imp, Reason: err.Error()}
 			}
 			need = append(need, c)
 		}
 	}
-	if err := validate(ctx, artifact); err != nil {
-		return nil, err
+	if !admitted {
+		if err := validate(ctx, artifact); err != nil {
+			return substrate.Inspection{}, err
+		}
 	}
-	return need, nil
+	return substrate.Inspection{Needs: need, Artifact: m}, nil
 }
 
 // validate compiles the module without running it (wazero's validation)

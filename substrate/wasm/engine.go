@@ -18,7 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/cordon-run/cordon/internal/capture"
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -28,18 +28,18 @@ const Name = "wasm"
 // Sentinels for [errors.Is].
 var (
 	// ErrImport refuses a module whose imports the grant does not cover.
-	ErrImport = refusal.Policy("ImportRefused", "import not served")
+	ErrImport = refusal.ImportRefused
 	// ErrModule is a module cordon cannot run: malformed, or not a command.
-	ErrModule = refusal.Failure("InvalidModule", "invalid module")
+	ErrModule = refusal.InvalidModule
 	// ErrCanceled: the caller canceled the call before it finished.
-	ErrCanceled = refusal.Failure("Canceled", "canceled")
+	ErrCanceled = refusal.Canceled
 )
 
 // Config configures an [Engine].
 type Config struct {
 	// CacheDir holds compiled code across processes; empty: in memory
-	// only. It should be harness state (".efferent/cache/wasm"): a
-	// module's code is run from it, so no tool may write it.
+	// only. A module's code is run from it, so no tool may write it: use
+	// [CacheDir], the per-user cache outside every workspace.
 	CacheDir string
 	// Logger receives module log lines and refusals; nil discards them.
 	Logger *slog.Logger

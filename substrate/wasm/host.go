@@ -15,7 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/cordon-run/cordon/capabilities"
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -170,7 +170,7 @@ func (s *callState) refuse(op, path string, err error) uint32 {
 		s.refusals = append(s.refusals, r)
 	}
 	s.mu.Unlock()
-	if k != nil && k.IsPolicy() && s.logger != nil {
+	if k != nil && (k.Class() == refusal.Policy) && s.logger != nil {
 		s.logger.Info("wasm: refused", "op", r.Op, "path", r.Path, "error", r.Error)
 	}
 	return errnoOf(err)
@@ -182,7 +182,7 @@ func (s *callState) note(op, path string, err error) { s.refuse(op, path, err) }
 // errnoOf maps a guard error to the errno of the cordon ABI: policy
 // refusals are ENOTCAPABLE; the message is available from cordon/error.
 func errnoOf(err error) uint32 {
-	if k := refusal.Of(err); k != nil && k.IsPolicy() {
+	if k := refusal.Of(err); k != nil && (k.Class() == refusal.Policy) {
 		return errnoNotcapable
 	}
 	switch {

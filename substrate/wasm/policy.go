@@ -119,6 +119,8 @@ var (
 		Detail: "WASI file system at / is the workspace through the workspace guard (openat2 RESOLVE_BENEATH), read-write; no write through a hard link"}
 	MechHarnessAbsent = substrate.Mechanism{Substrate: Name, Name: "harness-absent",
 		Detail: "harness state absent from the guest file system (not listed, ENOENT to open, EACCES to create)"}
+	MechWriteLater = substrate.Mechanism{Substrate: Name, Name: "write-later-refused",
+		Detail: "write-later paths (git's configuration, hooks and HEAD, editor and agent settings, ...) refused by the workspace guard, present or absent: EACCES"}
 	MechWriteStubs = substrate.Mechanism{Substrate: Name, Name: "wasi-write-stubs",
 		Detail: "path_create_directory, path_unlink_file, path_remove_directory, path_rename, path_filestat_set_times answered ENOTCAPABLE"}
 	MechPathStubs = substrate.Mechanism{Substrate: Name, Name: "wasi-path-stubs",

@@ -47,8 +47,32 @@ func (w *Workspace) OpenFile(name string, flag int, perm fs.FileMode) (*os.File,
 			return nil, err
 		}
 		canon = path.Join(dir, base)
+		if writing {
+			if err := w.mayChange(op, name, canon, false); err != nil {
+				return nil, err
+			}
+		}
 		if fd, err = openBeneath(w.fd, canon, kflags, mode); err != nil {
 			return nil, w.fail(op, name, err)
+		}
+	} else if writing {
+		// A change is judged by the path it reaches, and that path is
+		// opened without following any symlink: one swapped in after the
+		// check makes the open fail (and the check run again), never
+		// reach another file.
+		for attempt := 0; ; attempt++ {
+			if canon, err = w.resolve(op, name, rel); err != nil {
+				return nil, err
+			}
+			if err := w.mayChange(op, name, canon, false); err != nil {
+				return nil, err
+			}
+			if fd, err = openBeneath(w.fd, dotIfEmpty(canon), kflags, mode); err == nil {
+				break
+			}
+			if err != unix.ELOOP || attempt == 3 {
+				return nil, w.fail(op, name, err)
+			}
 		}
 	} else if fd, canon, err = w.openMode(op, name, rel, kflags, mode); err != nil {
 		return nil, err
@@ -191,7 +215,7 @@ func (w *Workspace) Readlink(name string) (string, error) {
 // Mkdir creates the directory name with perm (less the umask). Its parent
 // must exist.
 func (w *Workspace) Mkdir(name string, perm fs.FileMode) error {
-	return w.at("mkdir", name, func(dirfd int, base string) error {
+	return w.change("mkdir", name, false, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.EEXIST
 		}
@@ -201,7 +225,7 @@ func (w *Workspace) Mkdir(name string, perm fs.FileMode) error {
 
 // Remove removes the file or symlink name (not a directory).
 func (w *Workspace) Remove(name string) error {
-	return w.at("remove", name, func(dirfd int, base string) error {
+	return w.change("remove", name, true, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.EISDIR
 		}
@@ -211,7 +235,7 @@ func (w *Workspace) Remove(name string) error {
 
 // RemoveDir removes the empty directory name.
 func (w *Workspace) RemoveDir(name string) error {
-	return w.at("remove", name, func(dirfd int, base string) error {
+	return w.change("remove", name, true, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.EBUSY
 		}
@@ -225,17 +249,45 @@ func (w *Workspace) RemoveDir(name string) error {
 // or harness state.
 func (w *Workspace) Rename(from, to string) error {
 	const op = "rename"
-	return w.at(op, from, func(fromfd int, fromBase string) error {
+	return w.change(op, from, true, func(fromfd int, fromBase string) error {
 		if fromBase == "" {
 			return unix.EBUSY
 		}
-		return w.at(op, to, func(tofd int, toBase string) error {
+		return w.change(op, to, true, func(tofd int, toBase string) error {
 			if toBase == "" {
 				return unix.EBUSY
 			}
 			return unix.Renameat(fromfd, fromBase, tofd, toBase)
 		})
 	})
+}
+
+// change is [Workspace.at] for an operation that changes name: it is
+// refused when name's last component, in its resolved directory, is or is
+// inside a write-later path, or (with keep) is a directory that must stay
+// in place.
+func (w *Workspace) change(op, name string, keep bool, fn func(dirfd int, base string) error) error {
+	rel, err := w.check(op, name)
+	if err != nil {
+		return err
+	}
+	if rel == "" {
+		if err := w.mayChange(op, name, "", keep); err != nil {
+			return err
+		}
+		return w.at(op, name, fn)
+	}
+	dir, base, err := w.parent(op, name, rel)
+	if err != nil {
+		return err
+	}
+	if err := w.mayChange(op, name, path.Join(dir, base), keep); err != nil {
+		return err
+	}
+	// at resolves the directory again, beneath the workspace and without
+	// following symlinks: a directory swapped for a symlink meanwhile
+	// fails the operation, it does not move it elsewhere.
+	return w.atResolved(op, name, dir, base, fn)
 }
 
 // at runs fn with a descriptor on the directory holding name's last
@@ -257,6 +309,12 @@ func (w *Workspace) at(op, name string, fn func(dirfd int, base string) error) e
 	if err != nil {
 		return err
 	}
+	return w.atResolved(op, name, dir, base, fn)
+}
+
+// atResolved runs fn with a descriptor on the canonical directory dir,
+// opened beneath the workspace without following symlinks.
+func (w *Workspace) atResolved(op, name, dir, base string, fn func(dirfd int, base string) error) error {
 	dirfd, err := openBeneath(w.fd, dotIfEmpty(dir), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return w.fail(op, name, err)

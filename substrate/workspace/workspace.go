@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cordon-run/cordon/internal/refusal"
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/refusal"
 )
-
-// DefaultHarnessState lists the harness directories protected by default.
-var DefaultHarnessState = []string{".efferent", ".foundry"}
 
 // DefaultMaxFileSize bounds a single read or write unless [WithMaxFileSize]
 // says otherwise.
@@ -21,21 +19,23 @@ const DefaultMaxEntries = 10000
 // harness state, a symlink loop) are decisions of the boundary; the rest are
 // ordinary failures.
 var (
-	ErrOutsideWorkspace = refusal.Policy("OutsideWorkspace", "outside the workspace")
-	ErrHarnessState     = refusal.Policy("HarnessState", "harness state")
-	ErrSymlinkLoop      = refusal.Policy("SymlinkLoop", "too many symlinks")
-	ErrNotFound         = refusal.Failure("NotFound", "not found")
-	ErrNotRegular       = refusal.Failure("NotRegular", "not a regular file")
-	ErrIsDir            = refusal.Failure("IsDirectory", "is a directory")
-	ErrNotDir           = refusal.Failure("NotDirectory", "not a directory")
-	ErrTooLarge         = refusal.Failure("TooLarge", "too large")
-	ErrNoMatch          = refusal.Failure("NoMatch", "old text not found")
-	ErrNotUnique        = refusal.Failure("NotUnique", "old text is not unique")
-	ErrInvalid          = refusal.Failure("Invalid", "invalid argument")
+	ErrOutsideWorkspace = refusal.OutsideWorkspace
+	ErrHarnessState     = refusal.HarnessState
+	ErrWriteLater       = refusal.WriteLater
+	ErrSymlinkLoop      = refusal.SymlinkLoop
+	ErrNotFound         = refusal.NotFound
+	ErrNotRegular       = refusal.NotRegular
+	ErrIsDir            = refusal.IsDirectory
+	ErrNotDir           = refusal.NotDirectory
+	ErrTooLarge         = refusal.TooLarge
+	ErrNoMatch          = refusal.NoMatch
+	ErrNotUnique        = refusal.NotUnique
+	ErrInvalid          = refusal.Invalid
+	ErrExist            = refusal.Exists
 	// ErrHardLink refuses to open a file for writing when it has more
 	// than one hard link: another name may lie outside the workspace or in
 	// harness state, and a write through this one would change it too.
-	ErrHardLink = refusal.Policy("HardLink", "more than one hard link")
+	ErrHardLink = refusal.HardLink
 )
 
 // PathError is the error of every [Workspace] operation.
@@ -47,6 +47,8 @@ type PathError struct {
 	// Cause is the underlying error (an errno), or nil.
 	Cause  error
 	detail string
+	// protected is the protected path the refusal is about.
+	protected string
 }
 
 func (e *PathError) Error() string {
@@ -55,6 +57,8 @@ func (e *PathError) Error() string {
 		return fmt.Sprintf("refusing to %s %q — resolved paths are confined to %s", e.Op, e.Path, e.Root)
 	case ErrHarnessState:
 		return fmt.Sprintf("refusing to %s %q — %s is harness state, outside the workspace grant of %s", e.Op, e.Path, e.detail, e.Root)
+	case ErrWriteLater:
+		return fmt.Sprintf("refusing to %s %q — %s is a write-later path of %s (%s); it is read-only to every tool", e.Op, e.Path, e.protected, e.Root, e.detail)
 	case ErrHardLink:
 		return fmt.Sprintf("refusing to %s %q for writing — it has %s, and writes in %s never go through a hard link", e.Op, e.Path, e.detail, e.Root)
 	case ErrSymlinkLoop:
@@ -78,7 +82,9 @@ func (e *PathError) Unwrap() []error {
 // Config holds a workspace's settings. Build one with [Option] values
 // passed to [Open].
 type Config struct {
-	harness     []string
+	harness     harness.Config
+	state       []string
+	noState     bool
 	maxFileSize int64
 	maxEntries  int
 	sync        bool
@@ -87,12 +93,17 @@ type Config struct {
 // Option changes a [Config].
 type Option func(*Config)
 
-// WithHarnessState sets the top-level directory names that are harness
-// state. It replaces the default list; pass no names to protect none.
-// Names must be single path components.
-func WithHarnessState(names ...string) Option {
-	return func(c *Config) { c.harness = append([]string(nil), names...) }
-}
+// WithHarness sets the harness configuration whose protected set the
+// workspace enforces (default [harness.Default]): its harness state is
+// refused to every operation, its write-later paths to every change. It
+// is for the program that embeds cordon, never for a tool.
+func WithHarness(h harness.Config) Option { return func(c *Config) { c.harness = h } }
+
+// WithoutHarnessState opens a directory that is not a workspace's root
+// (a folder below it, or outside it) for reading: no top-level name is
+// harness state there. The directory is still refused when it holds
+// cordon's trusted state.
+func WithoutHarnessState() Option { return func(c *Config) { c.noState = true } }
 
 // WithMaxFileSize bounds reads and writes, in bytes.
 func WithMaxFileSize(n int64) Option { return func(c *Config) { c.maxFileSize = n } }
@@ -106,7 +117,7 @@ func WithSync(sync bool) Option { return func(c *Config) { c.sync = sync } }
 
 func newConfig(opts []Option) (Config, error) {
 	c := Config{
-		harness:     DefaultHarnessState,
+		harness:     harness.Default(),
 		maxFileSize: DefaultMaxFileSize,
 		maxEntries:  DefaultMaxEntries,
 		sync:        true,
@@ -114,10 +125,11 @@ func newConfig(opts []Option) (Config, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	for _, h := range c.harness {
-		if h == "" || h == "." || h == ".." || strings.ContainsRune(h, '/') {
-			return c, fmt.Errorf("workspace: harness state name %q is not a single path component", h)
-		}
+	if err := c.harness.Validate(); err != nil {
+		return c, err
+	}
+	if !c.noState {
+		c.state = c.harness.State()
 	}
 	if c.maxFileSize <= 0 {
 		return c, fmt.Errorf("workspace: max file size %d is not positive", c.maxFileSize)
@@ -129,14 +141,17 @@ func newConfig(opts []Option) (Config, error) {
 }
 
 // HarnessState returns the protected top-level names.
-func (w *Workspace) HarnessState() []string { return append([]string(nil), w.cfg.harness...) }
+func (w *Workspace) HarnessState() []string { return append([]string(nil), w.cfg.state...) }
+
+// Harness returns the harness configuration the workspace enforces.
+func (w *Workspace) Harness() harness.Config { return w.cfg.harness }
 
 // Root returns the canonical path of the workspace.
 func (w *Workspace) Root() string { return w.root }
 
 // String describes the boundary, for messages and evidence.
 func (w *Workspace) String() string {
-	return fmt.Sprintf("workspace %s (harness state: %s)", w.root, strings.Join(w.cfg.harness, ", "))
+	return fmt.Sprintf("workspace %s (harness state: %s)", w.root, strings.Join(w.cfg.state, ", "))
 }
 
 // isHarness reports which harness name the first component of the
@@ -144,7 +159,7 @@ func (w *Workspace) String() string {
 // a case-insensitive file system cannot be used to reach it.
 func (w *Workspace) isHarness(rel string) (string, bool) {
 	first, _, _ := strings.Cut(rel, "/")
-	for _, h := range w.cfg.harness {
+	for _, h := range w.cfg.state {
 		if strings.EqualFold(first, h) {
 			return h, true
 		}

@@ -14,9 +14,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/harness"
 )
 
 // maxSymlinks bounds the symlinks followed while resolving one path, as
@@ -33,6 +36,10 @@ type Workspace struct {
 	given string // absolute, cleaned spelling the caller used
 	fd    int    // directory descriptor on root
 	cfg   Config
+
+	protOnce sync.Once
+	prot     *harness.Protected
+	protErr  error
 }
 
 // Open opens the workspace directory dir, resolving it to its canonical path
@@ -50,11 +57,50 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 	if err != nil {
 		return nil, &PathError{Op: "open", Path: dir, Root: abs, Err: errnoSentinel(err), Cause: err, detail: "the workspace"}
 	}
+	if err := cfg.harness.CheckWorkspace(canon); err != nil {
+		return nil, err
+	}
 	fd, err := unix.Open(canon, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &PathError{Op: "open", Path: dir, Root: canon, Err: errnoSentinel(err), Cause: err, detail: "the workspace"}
 	}
 	return &Workspace{root: canon, given: abs, fd: fd, cfg: cfg}, nil
+}
+
+// Protected returns the workspace's protected set ([harness.Config.Protect]),
+// found on the first change the workspace is asked for and kept: it is
+// what git and the rest of the host would read later, as the workspace was
+// when the first change came.
+func (w *Workspace) Protected() (*harness.Protected, error) {
+	w.protOnce.Do(func() { w.prot, w.protErr = w.cfg.harness.Protect(w.root) })
+	return w.prot, w.protErr
+}
+
+// mayChange refuses a change to the canonical workspace-relative path
+// canon when it is, or is inside, a write-later path; with keep, also when
+// it is a directory that must stay in place (the git directory, a
+// directory on the way to a write-later path): to remove or rename it,
+// or to rename something onto it.
+func (w *Workspace) mayChange(op, name, canon string, keep bool) error {
+	if w.cfg.noState {
+		return nil // not a workspace root: read-only use
+	}
+	p, err := w.Protected()
+	if err != nil {
+		return err
+	}
+	switch v, what, why := p.Check(canon); {
+	case v == harness.InState:
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: what}
+	case v == harness.InWriteLater:
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrWriteLater, detail: why, protected: what}
+	case v == harness.IsPinned && keep:
+		if what == "" {
+			what = "."
+		}
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrWriteLater, detail: why + "; it must stay in place", protected: what}
+	}
+	return nil
 }
 
 // Close releases the workspace's directory descriptor.
@@ -143,6 +189,9 @@ func (w *Workspace) write(op, name string, data []byte) error {
 		}
 		if canon == "" {
 			return &PathError{Op: op, Path: name, Root: w.root, Err: ErrIsDir}
+		}
+		if err := w.mayChange(op, name, canon, false); err != nil {
+			return err
 		}
 		dir, base := path.Split(canon)
 		dirfd, err := w.mkdirAll(strings.TrimSuffix(dir, "/"))

@@ -1,4 +1,4 @@
-package runtime
+package proc
 
 import (
 	"bytes"
@@ -11,41 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bwrapAttr starts bwrap in a session and process group of its own, killed
-// if cordon's thread dies (a backstop: bwrap's --die-with-parent and the
-// PID namespace are the mechanism).
-func bwrapAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-}
-
-// hostAttr returns the attributes of a command on the host: its own
-// session and process group and, with ns, a private PID namespace (through
-// a user namespace mapping the caller's own IDs when not root). It returns
-// the mechanisms that describe it.
-func hostAttr(ns bool) (*syscall.SysProcAttr, []string) {
-	a := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if !ns {
-		return a, []string{"host: own session and process group; no PID namespace could be created, so a process that leaves the group and loses its parent can outlive the run"}
-	}
-	a.Cloneflags = syscall.CLONE_NEWPID
-	if uid := os.Geteuid(); uid != 0 {
-		gid := os.Getegid()
-		a.Cloneflags |= syscall.CLONE_NEWUSER
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		a.GidMappingsEnableSetgroups = false
-		return a, []string{"host: own session and process group", "host: PID 1 of a private PID namespace (in a user namespace mapping the caller's IDs): the tree dies with the command"}
-	}
-	return a, []string{"host: own session and process group", "host: PID 1 of a private PID namespace: the tree dies with the command"}
-}
-
 // newSessionKeyring gives the calling thread a new, empty, anonymous
 // session keyring, which the processes it starts inherit: the session
 // keyring of cordon's caller, and the keys and keyrings linked into it (the
-// user keyring, Kerberos tickets, ...), stay out of the sandbox. Where
-// keyctl is unavailable or forbidden (ENOSYS, or EPERM/EACCES from a
-// seccomp filter or LSM, which the sandbox inherits), there is no keyring
-// to reach.
+// user keyring, Kerberos tickets, ...), stay out. Where keyctl is
+// unavailable or forbidden (ENOSYS, or EPERM/EACCES from a seccomp filter
+// or LSM, which the tree inherits), there is no keyring to reach.
 func newSessionKeyring() error {
 	_, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
 	switch e {
@@ -53,17 +24,6 @@ func newSessionKeyring() error {
 		return nil
 	}
 	return e
-}
-
-// nsRefused reports whether a start failed because the namespaces could not
-// be created, so that a start without them is worth trying.
-func nsRefused(err error) bool {
-	for _, e := range []error{unix.EPERM, unix.EINVAL, unix.ENOSPC, unix.EUSERS, unix.EACCES} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // setPipeSize asks for a larger pipe buffer, which lets a flood through
@@ -74,15 +34,17 @@ func setPipeSize(f *os.File, n int) {
 	}
 }
 
+func signalName(s syscall.Signal) string { return unix.SignalName(s) }
+
 // signalTree sends sig to the tree of pid and returns pidfds of the
 // processes it signalled below pid, so that [awaitGone] can wait for them:
-// the caller closes them. In the sandbox, pid is bwrap: SIGTERM goes to
-// every process below it (bwrap would die of it at once, and its death
-// kills the namespace without a grace period), SIGKILL to bwrap's group and
-// everything below, which ends the PID namespace. On the host both go to
-// the command's process group and to every descendant linked by parent.
-// Signals go through pidfds, so a PID reused meanwhile is never hit.
-func signalTree(pid int, sandboxed bool, sig unix.Signal) []int {
+// the caller closes them. Supervised (pid is bwrap): SIGTERM goes to every
+// process below it (bwrap would die of it at once, and its death kills the
+// namespace without a grace period), SIGKILL to bwrap's group and
+// everything below, which ends the PID namespace. Otherwise both go to the
+// root's process group and to every descendant linked by parent. Signals
+// go through pidfds, so a PID reused meanwhile is never hit.
+func signalTree(pid int, supervised bool, sig syscall.Signal) []int {
 	var fds []int
 	seen := map[int]bool{}
 	hit := func() int {
@@ -102,8 +64,8 @@ func signalTree(pid int, sandboxed bool, sig unix.Signal) []int {
 		}
 		return n
 	}
-	if sig != unix.SIGKILL {
-		if !sandboxed {
+	if sig != syscall.SIGKILL {
+		if !supervised {
 			unix.Kill(-pid, sig)
 		}
 		hit()
@@ -142,18 +104,22 @@ func awaitGone(fds []int, limit time.Duration) {
 	}
 }
 
-// openInit returns a pidfd of the sandbox's init, pid, after checking that
-// it is still the init of the PID namespace pidNS; -1 when it is gone.
-func openInit(pid int, pidNS uint64) int {
+// OpenInit returns a pidfd of pid after checking that it is the init of
+// the PID namespace pidNS (its inode number, 0 to skip the check); -1 when
+// it is gone or is not.
+func OpenInit(pid int, pidNS uint64) int {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return -1
 	}
+	if pidNS == 0 {
+		return fd
+	}
 	link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 	switch {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		// Not ours to inspect: trust the pidfd, opened while bwrap, its
-		// parent, was running.
+		// Not ours to inspect: trust the pidfd, opened while its parent
+		// was running.
 	case err != nil || link != "pid:["+strconv.FormatUint(pidNS, 10)+"]":
 		unix.Close(fd)
 		return -1
@@ -162,7 +128,7 @@ func openInit(pid int, pidNS uint64) int {
 }
 
 // killGroup sends sig to the process group pid leads.
-func killGroup(pid int, sig unix.Signal) { unix.Kill(-pid, sig) }
+func killGroup(pid int, sig syscall.Signal) { unix.Kill(-pid, sig) }
 
 // descendants returns the processes below pid, found by their parent links
 // in /proc.

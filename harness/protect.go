@@ -1,0 +1,685 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/cordon-run/cordon/internal/gitconf"
+	"github.com/cordon-run/cordon/refusal"
+)
+
+// Mode is how a protected path is held.
+type Mode int
+
+const (
+	// ReadOnly: no write, create, remove or rename of the path or anything
+	// below it. An absent path is masked (a placeholder bound read-only)
+	// for native commands and refused to file and wasm tools.
+	ReadOnly Mode = iota
+	// Pinned: a directory that must stay where it is (a git directory, or
+	// a directory on the way to a read-only path): it cannot be removed,
+	// renamed or replaced, while what is inside it stays writable.
+	Pinned
+)
+
+func (m Mode) String() string {
+	if m == Pinned {
+		return "pinned"
+	}
+	return "read-only"
+}
+
+// Path is one protected path of a workspace.
+type Path struct {
+	Rel     string // relative to the workspace, clean, '/'-separated
+	Dir     bool   // a directory (an absent one is masked by an empty directory)
+	Mode    Mode
+	Reason  string // why it is protected, for refusals and grants
+	Content string // what an absent file's placeholder holds (it means to git what the absence meant)
+	// MaskDir: an absent file is masked by an empty directory rather than
+	// an empty file — nothing can be created there either, and git ignores
+	// an empty directory where it would list an untracked file. Paths git
+	// reads as files are masked by files.
+	MaskDir bool
+}
+
+// Protected is the protected-path policy of one workspace, as found when a
+// run (or a file tool) starts: the harness state directories and every
+// write-later path, present or absent. Build it with [Config.Protect].
+type Protected struct {
+	root  string
+	state []string
+	paths []Path
+}
+
+// Root returns the canonical workspace the set belongs to.
+func (p *Protected) Root() string { return p.root }
+
+// State returns the harness state directory names.
+func (p *Protected) State() []string { return slices.Clone(p.state) }
+
+// Paths returns the write-later paths and the directories pinned on the way
+// to them, sorted so that a directory comes before what is inside it.
+func (p *Protected) Paths() []Path { return slices.Clone(p.paths) }
+
+// Verdict is what [Protected.Check] says of a path.
+type Verdict int
+
+const (
+	// Open: an ordinary path of the workspace.
+	Open Verdict = iota
+	// InState: harness state (no access for file and wasm tools).
+	InState
+	// InWriteLater: a write-later path, or inside one (read-only).
+	InWriteLater
+	// IsPinned: a directory that must stay (no remove or rename).
+	IsPinned
+)
+
+// Check classifies rel, a clean workspace-relative path ("" for the
+// workspace itself), comparing names without regard to case. It returns
+// the verdict, the protected name or path it falls under, and why.
+func (p *Protected) Check(rel string) (Verdict, string, string) {
+	if rel == "" || rel == "." {
+		return IsPinned, "", "the workspace itself"
+	}
+	first, _, _ := strings.Cut(rel, "/")
+	for _, h := range p.state {
+		if strings.EqualFold(first, h) {
+			return InState, h, "harness state"
+		}
+	}
+	verdict, name, why := Open, "", ""
+	for _, q := range p.paths {
+		switch {
+		case strings.EqualFold(rel, q.Rel):
+			if q.Mode == ReadOnly {
+				return InWriteLater, q.Rel, q.Reason
+			}
+			verdict, name, why = IsPinned, q.Rel, q.Reason
+		case q.Mode == ReadOnly && q.Dir && hasPrefixFold(rel, q.Rel+"/"):
+			return InWriteLater, q.Rel, q.Reason
+		}
+	}
+	return verdict, name, why
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// String lists the set for messages and evidence.
+func (p *Protected) String() string {
+	var ro, pinned []string
+	for _, q := range p.paths {
+		name := q.Rel
+		if q.Dir {
+			name += "/"
+		}
+		if q.Mode == ReadOnly {
+			ro = append(ro, name)
+		} else {
+			pinned = append(pinned, name)
+		}
+	}
+	return fmt.Sprintf("harness state %s; read-only %s; pinned %s",
+		strings.Join(p.state, ","), strings.Join(ro, ","), strings.Join(pinned, ","))
+}
+
+// Reasons for the protected paths.
+const (
+	whyConfig     = "git reads its configuration from it"
+	whyHooks      = "git runs hooks from it"
+	whyCommondir  = "it moves git to another git directory's configuration and hooks"
+	whyNested     = "it holds the git directories of submodules or worktrees, each with configuration and hooks of its own"
+	whyHead       = "it keeps the git directory valid, so that git does not look elsewhere for one"
+	whyGitPin     = "the git directory must stay valid and in place"
+	whyNoGit      = "the workspace has no git directory: one a tool created would be obeyed by the host's git"
+	whyBadGit     = "it is not a valid git directory: bound read-only whole, so that no tool makes it one"
+	whyRootHead   = "it keeps the workspace root from taking the shape of a git directory"
+	whyGitfile    = "it names the git directory git uses"
+	whyInclude    = "git's configuration includes it"
+	whyHooksPath  = "git's core.hooksPath names it: git runs hooks from it"
+	whyHookConfig = "a git hook of the repository runs what it configures"
+	whyAncestor   = "a protected path is inside it"
+	whyStatic     = "an editor, agent or shell runs commands from it later"
+)
+
+// hookManagerConfigs are the configuration files of git-hook managers:
+// protected when the repository has a hook installed.
+var hookManagerConfigs = []string{
+	".pre-commit-config.yaml", ".pre-commit-config.yml",
+	"lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook-local.yml", ".lefthook-local.yml",
+	".overcommit.yml", ".husky/",
+}
+
+// maxGitDirs bounds the git directories one workspace's protection follows
+// (a gitfile, commondir links, the enclosing repository).
+const maxGitDirs = 8
+
+// Protect checks that root (an absolute, canonical directory) may be a
+// workspace and returns its protected set. It reads, never writes: the
+// git directory (or the gitfile naming it, or an enclosing repository's),
+// git's configuration of that repository with every file it includes, and
+// the system and global git configuration, to find what inside the
+// workspace git would read or run later. An error is a refusal: the
+// workspace holds cordon's own trusted state ([refusal.WorkspaceRefused]),
+// or a protected path cannot be protected ([refusal.ProtectedPath]: a
+// symlink, a configuration git itself could not read).
+func (c Config) Protect(root string) (*Protected, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.CheckWorkspace(root); err != nil {
+		return nil, err
+	}
+	pr := &protector{cfg: c, root: root, seen: map[string]bool{}}
+	static := c.writeLater
+	if isHome(root, c.home) {
+		static = appendNew(static, homeWriteLater)
+	}
+	for _, w := range static {
+		rel, _ := cleanRel(w)
+		pr.add(Path{Rel: rel, Dir: strings.HasSuffix(w, "/"), Reason: whyStatic, MaskDir: true})
+	}
+	if err := pr.git(); err != nil {
+		return nil, err
+	}
+	pr.pinAncestors()
+	slices.SortStableFunc(pr.paths, func(a, b Path) int {
+		if d := strings.Count(a.Rel, "/") - strings.Count(b.Rel, "/"); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Rel, b.Rel)
+	})
+	return &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths}, nil
+}
+
+// CheckWorkspace refuses a workspace that is, contains or lies inside
+// cordon's per-user state or cache directory, or that is the file system
+// root.
+func (c Config) CheckWorkspace(root string) error {
+	if root == "/" {
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace / — a workspace is one project directory, not the whole file system")
+	}
+	for _, d := range []struct{ what, dir string }{{"key store and run state", c.stateDir}, {"compiled-code cache", c.cacheDir}} {
+		canon := d.dir
+		if r, err := filepath.EvalSymlinks(d.dir); err == nil {
+			canon = r
+		}
+		for _, dir := range []string{d.dir, canon} {
+			if within(dir, root) || within(root, dir) {
+				return refusal.Errorf(refusal.WorkspaceRefused,
+					"refusing workspace %s — it overlaps cordon's %s %s, which no tool may reach; choose a project directory, or move the state with %s and %s",
+					root, d.what, d.dir, EnvStateDir, EnvCacheDir)
+			}
+		}
+	}
+	return nil
+}
+
+// isHome reports whether root is a home directory: the caller's, root's,
+// or one directly under /home. A shell, ssh and the user's PATH read from
+// one.
+func isHome(root, home string) bool {
+	if home != "" {
+		if r, err := filepath.EvalSymlinks(home); err == nil {
+			home = r
+		}
+		if root == home {
+			return true
+		}
+	}
+	return root == "/root" || filepath.Dir(root) == "/home"
+}
+
+// within reports whether p is dir or inside it (clean absolute paths).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+type protector struct {
+	cfg   Config
+	root  string
+	paths []Path
+	seen  map[string]bool // git directories visited
+	dirs  int
+}
+
+// add records q unless a read-only directory already covers it; a
+// read-only path replaces a pin of the same name.
+func (pr *protector) add(q Path) {
+	for i, o := range pr.paths {
+		if o.Rel == q.Rel {
+			if q.Mode == ReadOnly && o.Mode == Pinned {
+				pr.paths[i] = q
+			}
+			return
+		}
+		if o.Mode == ReadOnly && o.Dir && strings.HasPrefix(q.Rel, o.Rel+"/") {
+			return
+		}
+	}
+	// A read-only directory covers what was recorded inside it.
+	if q.Mode == ReadOnly && q.Dir {
+		pr.paths = slices.DeleteFunc(pr.paths, func(o Path) bool { return strings.HasPrefix(o.Rel, q.Rel+"/") })
+	}
+	pr.paths = append(pr.paths, q)
+}
+
+// rel returns abs relative to the workspace, and whether it is inside.
+func (pr *protector) rel(abs string) (string, bool) {
+	abs = filepath.Clean(abs)
+	if abs == pr.root {
+		return "", true
+	}
+	if !strings.HasPrefix(abs, pr.root+"/") {
+		return "", false
+	}
+	return filepath.ToSlash(abs[len(pr.root)+1:]), true
+}
+
+func protectedErr(rel, format string, args ...any) error {
+	return refusal.Errorf(refusal.ProtectedPath, "refusing to start — %s %s; write-later paths must be protected before anything runs", rel, fmt.Sprintf(format, args...))
+}
+
+// git finds the repository git would use at the workspace root and
+// protects what it would read or run.
+func (pr *protector) git() error {
+	dotgit := filepath.Join(pr.root, ".git")
+	fi, err := os.Lstat(dotgit)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		pr.add(Path{Rel: ".git", Dir: true, Reason: whyNoGit})
+		if isGitDir(pr.root) {
+			return pr.gitDir(pr.root, pr.root)
+		}
+		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
+		return pr.enclosing()
+	case err != nil:
+		return protectedErr(".git", "cannot be inspected: %v", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return protectedErr(".git", "is a symlink")
+	case fi.Mode().IsRegular():
+		pr.add(Path{Rel: ".git", Reason: whyGitfile})
+		target, err := readGitfile(dotgit)
+		if err != nil {
+			return protectedErr(".git", "is a gitfile that cannot be read: %v", err)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(pr.root, target)
+		}
+		if r, err := filepath.EvalSymlinks(target); err == nil {
+			target = r
+		}
+		if !isGitDir(target) {
+			return nil // git refuses to run here: nothing it reads
+		}
+		return pr.gitDir(target, pr.root)
+	case fi.IsDir() && isGitDir(dotgit):
+		return pr.gitDir(dotgit, pr.root)
+	case fi.IsDir():
+		pr.add(Path{Rel: ".git", Dir: true, Reason: whyBadGit})
+		if isGitDir(pr.root) {
+			return pr.gitDir(pr.root, pr.root)
+		}
+		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
+		return pr.enclosing()
+	}
+	return protectedErr(".git", "is neither a directory nor a file")
+}
+
+// enclosing protects what the repository enclosing the workspace, if any,
+// names inside it: git run at the workspace root would use that one.
+func (pr *protector) enclosing() error {
+	dir := filepath.Dir(pr.root)
+	for range 128 {
+		dotgit := filepath.Join(dir, ".git")
+		if fi, err := os.Lstat(dotgit); err == nil {
+			gitdir := dotgit
+			if fi.Mode().IsRegular() {
+				if t, err := readGitfile(dotgit); err == nil {
+					if !filepath.IsAbs(t) {
+						t = filepath.Join(dir, t)
+					}
+					gitdir = t
+				}
+			}
+			if r, err := filepath.EvalSymlinks(gitdir); err == nil {
+				gitdir = r
+			}
+			if isGitDir(gitdir) {
+				return pr.gitDir(gitdir, dir)
+			}
+		}
+		if isGitDir(dir) {
+			return pr.gitDir(dir, dir)
+		}
+		if dir == "/" {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	return pr.globalConfig(pr.root)
+}
+
+// gitDir protects the git directory gitdir (absolute, valid), whose work
+// tree is top: its own paths when it is inside the workspace, and what its
+// configuration names inside the workspace wherever it is.
+func (pr *protector) gitDir(gitdir, top string) error {
+	if pr.seen[gitdir] {
+		return nil
+	}
+	if pr.dirs++; pr.dirs > maxGitDirs {
+		return protectedErr(gitdir, "leads through more than %d git directories", maxGitDirs)
+	}
+	pr.seen[gitdir] = true
+	if g, ok := pr.rel(gitdir); ok {
+		join := func(name string) string {
+			if g == "" {
+				return name
+			}
+			return g + "/" + name
+		}
+		if g != "" {
+			pr.add(Path{Rel: g, Dir: true, Mode: Pinned, Reason: whyGitPin})
+		}
+		for _, q := range []Path{
+			{Rel: join("config"), Reason: whyConfig},
+			{Rel: join("config.worktree"), Reason: whyConfig},
+			{Rel: join("commondir"), Reason: whyCommondir, Content: ".\n"},
+			{Rel: join("hooks"), Dir: true, Reason: whyHooks},
+			{Rel: join("modules"), Dir: true, Reason: whyNested},
+			{Rel: join("worktrees"), Dir: true, Reason: whyNested},
+			{Rel: join("HEAD"), Reason: whyHead},
+			{Rel: join("objects"), Dir: true, Mode: Pinned, Reason: whyGitPin},
+			{Rel: join("refs"), Dir: true, Mode: Pinned, Reason: whyGitPin},
+		} {
+			if err := pr.noSymlink(q.Rel); err != nil {
+				return err
+			}
+			pr.add(q)
+		}
+	}
+	// commondir moves the configuration and hooks to another directory.
+	if data, err := readSmall(filepath.Join(gitdir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(data))
+		if common != "" && common != "." {
+			if !filepath.IsAbs(common) {
+				common = filepath.Join(gitdir, common)
+			}
+			if r, err := filepath.EvalSymlinks(common); err == nil && isGitDir(r) {
+				if err := pr.gitDir(r, top); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := pr.config(gitdir, top); err != nil {
+		return err
+	}
+	return pr.globalConfig(top)
+}
+
+// noSymlink refuses a protected path that is a symlink, or has one on the
+// way: it could not be bound read-only where it points.
+func (pr *protector) noSymlink(rel string) error {
+	cur := pr.root
+	for _, c := range strings.Split(rel, "/") {
+		cur = filepath.Join(cur, c)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return nil // absent from here on: masked
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			what := "is a symlink"
+			if cur != filepath.Join(pr.root, rel) {
+				what = "has a symlink on the way (" + strings.TrimPrefix(cur, pr.root+"/") + ")"
+			}
+			return protectedErr(rel, "%s", what)
+		}
+	}
+	return nil
+}
+
+// config reads gitdir's configuration (and what it includes) and protects
+// every file it reads, the hooks directory it names and the programs it
+// runs, where they are inside the workspace. top is the work tree, against
+// which git resolves relative program and hook paths.
+func (pr *protector) config(gitdir, top string) error {
+	opt := gitconf.Options{Home: pr.cfg.home}
+	var all []*gitconf.Config
+	for _, name := range []string{"config", "config.worktree"} {
+		cfg, err := gitconf.Read(filepath.Join(gitdir, name), opt)
+		if err != nil {
+			return refusal.Errorf(refusal.ProtectedPath, "refusing to start — cannot read git's configuration to learn what it runs later: %w", err)
+		}
+		all = append(all, cfg)
+	}
+	return pr.protectConfig(all, top, filepath.Join(gitdir, "hooks"))
+}
+
+// globalConfig protects what the system and global git configuration name
+// inside the workspace. A file that cannot be parsed is git's problem (it
+// refuses to run), not a route into the workspace: it is skipped.
+func (pr *protector) globalConfig(top string) error {
+	if pr.seen["\x00global"] {
+		return nil
+	}
+	pr.seen["\x00global"] = true
+	opt := gitconf.Options{Home: pr.cfg.home}
+	files := []string{"/etc/gitconfig"}
+	if pr.cfg.home != "" {
+		files = append(files, filepath.Join(pr.cfg.home, ".gitconfig"))
+		xdg := os.Getenv("XDG_CONFIG_HOME")
+		if !filepath.IsAbs(xdg) {
+			xdg = filepath.Join(pr.cfg.home, ".config")
+		}
+		files = append(files, filepath.Join(xdg, "git", "config"))
+	}
+	var all []*gitconf.Config
+	for _, f := range files {
+		if cfg, err := gitconf.Read(f, opt); err == nil {
+			all = append(all, cfg)
+		}
+	}
+	return pr.protectConfig(all, top, "")
+}
+
+func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks string) error {
+	protectFile := func(abs, why string) error {
+		if rel, ok := pr.rel(abs); ok && rel != "" {
+			if err := pr.noSymlink(rel); err != nil {
+				return err
+			}
+			pr.add(Path{Rel: rel, Reason: why})
+		}
+		return nil
+	}
+	hooks := defaultHooks
+	for _, cfg := range all {
+		for _, f := range cfg.Files {
+			if err := protectFile(f, whyInclude); err != nil {
+				return err
+			}
+		}
+		if hp, ok := cfg.HooksPath(); ok && hp != "" {
+			hooks = pr.resolve(hp, top)
+			if rel, ok := pr.rel(hooks); ok && rel != "" {
+				if err := pr.noSymlink(rel); err != nil {
+					return err
+				}
+				pr.add(Path{Rel: rel, Dir: true, Reason: whyHooksPath})
+			}
+		}
+		for _, e := range cfg.Commands() {
+			prog := programOf(e.Value)
+			if prog == "" || !strings.Contains(prog, "/") {
+				continue // looked up in PATH, or not a program
+			}
+			if err := protectFile(pr.resolve(prog, top), "git runs it ("+e.Key+")"); err != nil {
+				return err
+			}
+		}
+	}
+	if hooks != "" && hasHooks(hooks) {
+		for _, name := range hookManagerConfigs {
+			abs := filepath.Join(top, strings.TrimSuffix(name, "/"))
+			if rel, ok := pr.rel(abs); ok && rel != "" {
+				if err := pr.noSymlink(rel); err != nil {
+					return err
+				}
+				pr.add(Path{Rel: rel, Dir: strings.HasSuffix(name, "/"), Reason: whyHookConfig})
+			}
+		}
+	}
+	return nil
+}
+
+// resolve makes a path from git's configuration absolute: "~/" is the
+// home directory, a relative path is relative to the work tree.
+func (pr *protector) resolve(p, top string) string {
+	switch {
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		if pr.cfg.home == "" {
+			return ""
+		}
+		p = filepath.Join(pr.cfg.home, strings.TrimPrefix(p, "~"))
+	case !filepath.IsAbs(p):
+		p = filepath.Join(top, p)
+	}
+	p = filepath.Clean(p)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// programOf returns the program a configured command runs: its first
+// word, without an alias's "!" and the shell's quotes.
+func programOf(v string) string {
+	v = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), "!"))
+	if v == "" {
+		return ""
+	}
+	if q := v[0]; q == '"' || q == '\'' {
+		if end := strings.IndexByte(v[1:], q); end >= 0 {
+			return v[1 : 1+end]
+		}
+		return v[1:]
+	}
+	if i := strings.IndexAny(v, " \t;|&<>()"); i >= 0 {
+		v = v[:i]
+	}
+	return v
+}
+
+// hasHooks reports whether dir holds a hook git would run: a regular file
+// that is not one of git's ".sample" files.
+func hasHooks(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sample") && !e.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// pinAncestors pins every directory on the way to a read-only path.
+func (pr *protector) pinAncestors() {
+	for _, q := range slices.Clone(pr.paths) {
+		if q.Mode != ReadOnly {
+			continue
+		}
+		for d := q.Rel; strings.Contains(d, "/"); {
+			d = d[:strings.LastIndexByte(d, '/')]
+			pr.add(Path{Rel: d, Dir: true, Mode: Pinned, Reason: whyAncestor})
+		}
+	}
+}
+
+// isGitDir reports whether dir has the shape git looks for in a git
+// directory: a HEAD that names a ref or a commit, and objects and refs
+// directories.
+func isGitDir(dir string) bool {
+	head := filepath.Join(dir, "HEAD")
+	fi, err := os.Lstat(head)
+	if err != nil {
+		return false
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, err := os.Readlink(head)
+		if err != nil || !strings.HasPrefix(t, "refs/") {
+			return false
+		}
+	case fi.Mode().IsRegular():
+		data, err := readSmall(head)
+		if err != nil {
+			return false
+		}
+		s := strings.TrimSpace(string(data))
+		if !strings.HasPrefix(s, "ref:") && !isHex(s) {
+			return false
+		}
+	default:
+		return false
+	}
+	for _, sub := range []string{"objects", "refs"} {
+		if st, err := os.Stat(filepath.Join(dir, sub)); err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// readGitfile returns the git directory a gitfile names.
+func readGitfile(p string) (string, error) {
+	data, err := readSmall(p)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	target = strings.TrimSpace(target)
+	if !ok || target == "" {
+		return "", errors.New(`it does not start with "gitdir: "`)
+	}
+	return target, nil
+}
+
+// readSmall reads at most 4 KiB of a regular file.
+func readSmall(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, 4096))
+}

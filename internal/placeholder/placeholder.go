@@ -1,0 +1,289 @@
+// Package placeholder creates the mount points a sandbox needs for
+// protected paths that do not exist yet — an empty directory or file bound
+// read-only over the absent path — and removes them again when no run of
+// the workspace needs them any more.
+//
+// Removing a mount point is not harmless while another run of the same
+// workspace is going on: since Linux 3.18, unlinking a path that is a
+// mount point in another mount namespace detaches that mount there, and
+// the other run's tool could then create the path it was kept from. So
+// every run of a workspace holds a shared lock (flock) on a per-user,
+// per-workspace lock file for as long as its sandbox may exist, records
+// each placeholder it creates in a manifest beside the lock, and the run
+// that ends last — the one that gets the lock exclusively — removes every
+// recorded placeholder that is still as created (same inode, still
+// empty), also those a killed run left behind.
+package placeholder
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/userdir"
+)
+
+// lockWait bounds how long Begin waits for a run that is removing
+// placeholders (it holds the lock exclusively for milliseconds).
+const lockWait = 10 * time.Second
+
+// maxManifest bounds one manifest file.
+const maxManifest = 1 << 20
+
+// Session is one run's hold on a workspace's placeholders.
+type Session struct {
+	lock     *os.File
+	dir      string // the workspace's manifest directory
+	manifest *os.File
+
+	mu      sync.Mutex
+	created []Entry
+	ended   bool
+}
+
+// Entry is one placeholder a run created.
+type Entry struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// Begin takes the shared lock of the workspace (absolute, canonical) in
+// the per-user state directory stateDir, and returns the session that
+// creates its placeholders. End it when the sandbox is gone.
+func Begin(stateDir, workspace string) (*Session, error) {
+	sum := sha256.Sum256([]byte(workspace))
+	key := hex.EncodeToString(sum[:16])
+	runs, err := userdir.EnsurePath(stateDir, "runs")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := userdir.EnsurePath(runs, key)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
+	}
+	if err := flock(lock, unix.LOCK_SH, lockWait); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("cannot take the run lock of %s: %w", workspace, err)
+	}
+	return &Session{lock: lock, dir: dir}, nil
+}
+
+func flock(f *os.File, how int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			return err
+		}
+		if wait == 0 || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Create makes the placeholder path — an empty directory, or a file
+// holding content — and records it. It fails with fs.ErrExist when
+// something is there already (another run made it meanwhile, say); the
+// caller then inspects what is there.
+func (s *Session) Create(path string, dir bool, content string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return errors.New("placeholder: session ended")
+	}
+	if dir {
+		if err := os.Mkdir(path, 0o755); err != nil {
+			return err
+		}
+	} else {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+			return err
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return err
+	}
+	e := Entry{Path: path, Dir: dir, Dev: uint64(st.Dev), Ino: st.Ino}
+	s.created = append(s.created, e)
+	return s.record(e)
+}
+
+// record appends e to this session's manifest, so that a later run can
+// remove the placeholder should this one be killed.
+func (s *Session) record(e Entry) error {
+	if s.manifest == nil {
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		f, err := os.OpenFile(filepath.Join(s.dir, "m-"+hex.EncodeToString(rnd[:])+".json"),
+			os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		s.manifest = f
+	}
+	line, _ := json.Marshal(e)
+	_, err := s.manifest.Write(append(line, '\n'))
+	return err
+}
+
+// Created returns the placeholders this session created.
+func (s *Session) Created() []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.created)
+}
+
+// End releases the session. If no other run of the workspace holds the
+// lock, it removes every recorded placeholder that is still as created,
+// and their manifests.
+func (s *Session) End() error {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil
+	}
+	s.ended = true
+	if s.manifest != nil {
+		s.manifest.Close()
+	}
+	s.mu.Unlock()
+	defer s.lock.Close()
+	// Converting the lock releases it first: a run that starts meanwhile
+	// takes it shared, and then this one leaves the placeholders to it.
+	if err := flock(s.lock, unix.LOCK_EX, 0); err != nil {
+		return nil
+	}
+	return clean(s.dir)
+}
+
+// clean removes what every manifest in dir records, deepest first.
+func clean(dir string) error {
+	names, err := readNames(dir)
+	if err != nil {
+		return err
+	}
+	var entries []Entry
+	var manifests []string
+	for _, n := range names {
+		if !strings.HasPrefix(n, "m-") || !strings.HasSuffix(n, ".json") {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		manifests = append(manifests, p)
+		data, err := readBounded(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var e Entry
+			if json.Unmarshal([]byte(line), &e) == nil && filepath.IsAbs(e.Path) {
+				entries = append(entries, e)
+			}
+		}
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return len(b.Path) - len(a.Path) })
+	var errs []error
+	for _, e := range entries {
+		if err := removeIfUnchanged(e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, m := range manifests {
+		os.Remove(m)
+	}
+	return errors.Join(errs...)
+}
+
+// removeIfUnchanged removes e's path when it is still the placeholder:
+// the same inode, an empty directory or an unchanged file.
+func removeIfUnchanged(e Entry) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(e.Path, &st); err != nil {
+		return nil
+	}
+	if uint64(st.Dev) != e.Dev || st.Ino != e.Ino {
+		return nil
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		if !e.Dir {
+			return nil
+		}
+		if names, err := readNames(e.Path); err != nil || len(names) > 0 {
+			return nil
+		}
+		err := unix.Rmdir(e.Path)
+		if err == unix.ENOENT || err == unix.ENOTEMPTY || err == unix.EBUSY {
+			return nil
+		}
+		return err
+	case unix.S_IFREG:
+		if e.Dir || st.Size > 64 {
+			return nil
+		}
+		if err := unix.Unlink(e.Path); err != nil && err != unix.ENOENT && err != unix.EBUSY {
+			return err
+		}
+	}
+	return nil
+}
+
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func readBounded(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() > maxManifest {
+		return nil, fs.ErrInvalid
+	}
+	buf := make([]byte, st.Size())
+	n, err := f.ReadAt(buf, 0)
+	if n == len(buf) {
+		err = nil
+	}
+	return buf[:n], err
+}

@@ -1,0 +1,292 @@
+// Package proc is cordon's process control, below every substrate that
+// runs processes: it starts one process tree with its output drained into
+// bounded captures, bounds its wall-clock time, and kills the whole tree —
+// grandchildren that called setsid(2) included — with SIGTERM, a grace
+// period, then SIGKILL, through pidfds so that a reused PID is never hit.
+//
+// A [Tree] ends when its root process has exited and every process the
+// caller asked it to outlast ([Tree.Outlast], a sandbox's PID-namespace
+// init) is gone: no process it started outlives [Tree.Wait].
+package proc
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/capture"
+	"github.com/cordon-run/cordon/substrate"
+)
+
+// Defaults for the zero values of a [Spec].
+const (
+	DefaultTimeout   = 2 * time.Minute
+	DefaultGrace     = 2 * time.Second
+	DefaultMaxOutput = 1 << 20
+)
+
+// drainWait bounds how long Wait keeps reading output after the tree is
+// gone; only a descriptor smuggled out of the tree can make it matter.
+const drainWait = time.Second
+
+// reapWait bounds how long Wait waits for killed processes to be gone.
+const reapWait = 5 * time.Second
+
+// readSize is the size of each read from an output pipe, and pipeSize the
+// pipe buffer asked for (Linux allows 1 MiB without privilege).
+const (
+	readSize = 256 << 10
+	pipeSize = 1 << 20
+)
+
+// Spec is one process tree to start.
+type Spec struct {
+	// Cmd is the root process: its Path, Args, Env, Dir, ExtraFiles and
+	// SysProcAttr are the caller's; Start sets its standard streams.
+	Cmd *exec.Cmd
+	// Stdin is the root's standard input (empty if nil).
+	Stdin io.Reader
+	// MaxOutput is the number of bytes kept of each of stdout and stderr.
+	MaxOutput int64
+	// Timeout bounds the run; Grace is the time between SIGTERM and SIGKILL.
+	Timeout, Grace time.Duration
+	// Supervised: the root supervises a sandbox (bwrap) whose own death
+	// kills the sandbox at once. SIGTERM then goes to the root's
+	// descendants only, so that the command gets its grace period.
+	Supervised bool
+	// FreshKeyring: the thread that forks the root joins a new, empty
+	// session keyring first, so the caller's keys stay out.
+	FreshKeyring bool
+	// Logger receives debug records (discarded if nil).
+	Logger *slog.Logger
+}
+
+// Tree is a started process tree with its output being drained.
+type Tree struct {
+	spec    Spec
+	cmd     *exec.Cmd
+	started time.Time
+	outR    *os.File
+	errR    *os.File
+	out     *capture.Buffer
+	errb    *capture.Buffer
+	drained chan struct{}
+	exited  chan struct{}
+
+	mu      sync.Mutex
+	outlast []<-chan int
+}
+
+// KeyringError is a failure to give the tree a session keyring of its own.
+type KeyringError struct{ Err error }
+
+func (e *KeyringError) Error() string {
+	return "cannot give the command a session keyring of its own: " + e.Err.Error()
+}
+func (e *KeyringError) Unwrap() error { return e.Err }
+
+// Start starts the tree. An error means the root did not start.
+func Start(s Spec) (*Tree, error) {
+	if s.Timeout <= 0 {
+		s.Timeout = DefaultTimeout
+	}
+	if s.Grace <= 0 {
+		s.Grace = DefaultGrace
+	}
+	if s.MaxOutput <= 0 {
+		s.MaxOutput = DefaultMaxOutput
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	setPipeSize(outW, pipeSize)
+	setPipeSize(errW, pipeSize)
+	cmd := s.Cmd
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.Stdin = s.Stdin
+	// Should a descriptor of stdin outlive the tree, Wait still returns.
+	cmd.WaitDelay = drainWait
+	t := &Tree{
+		spec: s, cmd: cmd, outR: outR, errR: errR,
+		out: capture.New(s.MaxOutput), errb: capture.New(s.MaxOutput),
+		drained: make(chan struct{}), exited: make(chan struct{}),
+	}
+	t.started = time.Now()
+	started := make(chan error, 1)
+	go func() {
+		// This goroutine's thread forks the root and lives exactly as
+		// long as the run: a child's Pdeathsig fires when the thread that
+		// forked it exits, and the thread carries the fresh session
+		// keyring. The goroutine ends locked to its thread, which ends
+		// the thread.
+		goruntime.LockOSThread()
+		if s.FreshKeyring {
+			if err := newSessionKeyring(); err != nil {
+				started <- &KeyringError{err}
+				return
+			}
+		}
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			return
+		}
+		cmd.Wait() // the outcome is in cmd.ProcessState
+		close(t.exited)
+	}()
+	err = <-started
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	go func() {
+		done := make(chan struct{})
+		go func() { drain(errR, t.errb); close(done) }()
+		drain(outR, t.out)
+		<-done
+		close(t.drained)
+	}()
+	return t, nil
+}
+
+// Pid is the root's process ID.
+func (t *Tree) Pid() int { return t.cmd.Process.Pid }
+
+// Exited is closed when the root has exited.
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
+
+// Outlast makes Wait return only once the process behind the pidfd that
+// fd delivers (-1 for none) has exited too: a sandbox's PID-namespace
+// init, whose death ends every process of the namespace. Wait closes it.
+func (t *Tree) Outlast(fd <-chan int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outlast = append(t.outlast, fd)
+}
+
+// Kill ends the tree at once (SIGKILL to every process of it).
+func (t *Tree) Kill() {
+	signalTree(t.cmd.Process.Pid, t.spec.Supervised, syscall.SIGKILL)
+}
+
+// readBuffers recycles drain's read buffers across runs: a run that
+// prints nothing should not leave half a megabyte to the collector.
+var readBuffers = sync.Pool{New: func() any { return new([readSize]byte) }}
+
+// drain reads r to the end into b.
+func drain(r *os.File, b *capture.Buffer) {
+	p := readBuffers.Get().(*[readSize]byte)
+	defer readBuffers.Put(p)
+	buf := p[:]
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			b.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Wait waits for the tree to end — by itself, at the deadline, or when ctx
+// is done — kills what is left of it, collects the output and returns the
+// outcome.
+func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
+	var o substrate.Outcome
+	s := t.spec
+	timer := time.NewTimer(s.Timeout)
+	defer timer.Stop()
+	select {
+	case <-t.exited:
+	case <-timer.C:
+		o.TimedOut = true
+		o.Signal = t.terminate(s.Grace)
+	case <-ctx.Done():
+		o.Canceled = true
+		o.Signal = t.terminate(s.Grace)
+	}
+	<-t.exited
+	t.mu.Lock()
+	outlast := t.outlast
+	t.mu.Unlock()
+	for _, ch := range outlast {
+		if fd := <-ch; fd >= 0 {
+			awaitGone([]int{fd}, reapWait)
+		}
+	}
+	if !s.Supervised {
+		// Background jobs left in the group die with the run.
+		killGroup(t.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	select {
+	case <-t.drained:
+	case <-time.After(drainWait):
+		s.Logger.Debug("output still open after the tree ended; closing it")
+		now := time.Now()
+		t.outR.SetReadDeadline(now)
+		t.errR.SetReadDeadline(now)
+		<-t.drained
+	}
+	t.outR.Close()
+	t.errR.Close()
+	o.Duration = time.Since(t.started)
+
+	st := t.cmd.ProcessState
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		o.ExitCode = 128 + int(ws.Signal())
+		if o.Signal == "" {
+			o.Signal = signalName(ws.Signal())
+		}
+	} else {
+		o.ExitCode = st.ExitCode()
+	}
+	if o.TimedOut {
+		o.ExitCode = 124
+	}
+	o.Stdout, o.StdoutBytes, o.StdoutClipped = t.out.String(), t.out.Total(), t.out.Clipped()
+	o.Stderr, o.StderrBytes, o.StderrClipped = t.errb.String(), t.errb.Total(), t.errb.Clipped()
+	s.Logger.Debug("done", "outcome", o.String())
+	return o
+}
+
+// terminate ends the tree: SIGTERM to every process of it, then, if the
+// root has not exited within grace, SIGKILL to all of them. It returns the
+// name of the last signal sent.
+func (t *Tree) terminate(grace time.Duration) string {
+	pid := t.cmd.Process.Pid
+	t.spec.Logger.Debug("terminating", "pid", pid, "grace", grace)
+	fds := signalTree(pid, t.spec.Supervised, syscall.SIGTERM)
+	sig := "SIGTERM"
+	select {
+	case <-t.exited:
+	case <-time.After(grace):
+		fds = append(fds, signalTree(pid, t.spec.Supervised, syscall.SIGKILL)...)
+		sig = "SIGKILL"
+	}
+	// A supervisor can be gone before its namespace's init has finished
+	// killing the namespace: the run ends when every process it signalled
+	// has.
+	<-t.exited
+	awaitGone(fds, reapWait)
+	return sig
+}

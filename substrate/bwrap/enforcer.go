@@ -1,0 +1,183 @@
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/substrate"
+)
+
+// Name is the substrate's name in grants and facts.
+const Name = "bwrap"
+
+// EnforcerConfig configures an [Enforcer].
+type EnforcerConfig struct {
+	// Bwrap is the bubblewrap program; empty means "bwrap" on PATH.
+	Bwrap string
+	// ProbeAtRun leaves the proof that bubblewrap can create a sandbox
+	// here to the run that follows: Facts does not create a probe sandbox
+	// ([Detect], about 7 ms). Every run proves its own sandbox before the
+	// command starts ([Run]), so the tool never runs unconfined. For
+	// callers that prepare a tool and run it at once; admission without a
+	// run keeps the probe.
+	ProbeAtRun bool
+}
+
+// Enforcer is the bwrap substrate's side of admission: the facts of the
+// host, and for each capability the mechanisms that enforce it on a native
+// tool — bubblewrap for the file system, network and environment, process
+// control (package proc) for time and output. It implements
+// [substrate.Enforcer].
+type Enforcer struct {
+	cfg EnforcerConfig
+
+	mu    sync.Mutex
+	facts *substrate.Facts
+}
+
+// NewEnforcer returns the enforcer.
+func NewEnforcer(cfg EnforcerConfig) *Enforcer { return &Enforcer{cfg: cfg} }
+
+// Name returns "bwrap".
+func (n *Enforcer) Name() string { return Name }
+
+// String describes the enforcer.
+func (n *Enforcer) String() string {
+	bin := n.cfg.Bwrap
+	if bin == "" {
+		bin = "bwrap"
+	}
+	return "native tools under bubblewrap (" + bin + ")"
+}
+
+// Facts finds bubblewrap, proves that it can create a sandbox here by
+// creating one ([Detect]; not with [EnforcerConfig.ProbeAtRun]), and
+// records its version. The result is kept for the life of the enforcer.
+func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.facts != nil {
+		return *n.facts, nil
+	}
+	f, err := substrate.HostFacts(Name)
+	if err != nil {
+		return f, Unavailable(err)
+	}
+	prog := n.cfg.Bwrap
+	if prog == "" {
+		if prog, err = Find(os.Getenv("PATH")); err != nil {
+			return f, Unavailable(fmt.Errorf("%w; install bubblewrap", err))
+		}
+	}
+	if !n.cfg.ProbeAtRun {
+		if err := Detect(ctx, prog); err != nil {
+			return f, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, prog, "--version").Output()
+	if err != nil {
+		return f, Unavailable(fmt.Errorf("%s --version: %w", prog, err))
+	}
+	f.Values = map[string]string{
+		"bwrap.path":    prog,
+		"bwrap.version": strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap")),
+	}
+	n.facts = &f
+	return f, nil
+}
+
+// The process-control mechanisms every native run gets.
+var (
+	mechDeadline      = substrate.Mechanism{Substrate: "proc", Name: "deadline", Detail: "deadline %s, then TERM, grace, KILL"}
+	mechKillTree      = substrate.Mechanism{Substrate: "proc", Name: "kill-tree", Detail: "the whole tree killed through pidfds, the PID namespace's init outlasted"}
+	mechBoundedOutput = substrate.Mechanism{Substrate: "proc", Name: "bounded-output", Detail: "keep %s of stdout and of stderr, drain the rest"}
+)
+
+func withDetail(m substrate.Mechanism, args ...any) substrate.Mechanism {
+	m.Detail = fmt.Sprintf(m.Detail, args...)
+	return m
+}
+
+// Mechanisms returns how a native tool is held to c, or why it cannot be.
+func (n *Enforcer) Mechanisms(c capabilities.Capability, set capabilities.Set) ([]substrate.Mechanism, error) {
+	return mechanismsOf(c, set)
+}
+
+func mechanismsOf(c capabilities.Capability, set capabilities.Set) ([]substrate.Mechanism, error) {
+	refuse := func(reason string, instead ...string) error {
+		return &substrate.UnenforceableError{Substrate: Name, Capability: c, Reason: reason, Instead: instead}
+	}
+	switch c.Kind() {
+	case capabilities.KindFSRead:
+		if set.Has(capabilities.WriteWorkspace()) {
+			return []substrate.Mechanism{BindWorkspace, ReadOnlyHarness}, nil
+		}
+		return []substrate.Mechanism{ReadOnlyWorkspace}, nil
+	case capabilities.KindFSWrite:
+		return []substrate.Mechanism{BindWorkspace, ReadOnlyHarness, PinParents, ReadOnlyWriteLater}, nil
+	case capabilities.KindNet:
+		if c == capabilities.HostNet() {
+			return []substrate.Mechanism{ShareNet}, nil
+		}
+		return []substrate.Mechanism{UnshareNet}, nil
+	case capabilities.KindNetConnect:
+		return nil, refuse("bubblewrap can only cut the network off (--unshare-net) or share the host's; it cannot filter connections by port or host name, and no filtering proxy runs here", "net:none", "net:host")
+	case capabilities.KindEnv:
+		return []substrate.Mechanism{ClearEnv}, nil
+	case capabilities.KindTime:
+		return []substrate.Mechanism{withDetail(mechDeadline, c.Arg()), mechKillTree, UnsharePID, DieWithParent}, nil
+	case capabilities.KindOutput:
+		return []substrate.Mechanism{withDetail(mechBoundedOutput, c.Arg())}, nil
+	case capabilities.KindTmp:
+		return []substrate.Mechanism{TmpfsTmp(c.Size()), ReadOnlyDev}, nil
+	case capabilities.KindMemory:
+		return nil, refuse("the native substrate applies no memory limit (bubblewrap sets no cgroup or rlimit); granting it would promise a limit nothing enforces", "a wasm tool, whose memory is capped", "no memory: capability (the tool then runs without a memory limit)")
+	case capabilities.KindPids:
+		return nil, refuse("the native substrate applies no process limit (bubblewrap sets no cgroup or rlimit); granting it would promise a limit nothing enforces", "no pids: capability (the tool's processes still die with it at its deadline)")
+	case capabilities.KindWasmImport:
+		return nil, refuse("native tools do not import host functions; only wasm modules do", "no wasm.import: capability for a native tool")
+	}
+	return nil, refuse("unknown capability kind")
+}
+
+// PolicyOf returns the sandbox that holds a native command to the
+// capabilities set on the workspace (absolute, canonical) under the
+// harness configuration h: the workspace hidden, read-only or writable as
+// fs.read and fs.write say, the network cut off unless net:host, the
+// granted env names, /tmp capped by tmp: (or [DefaultTmpSize]). Time and
+// output are bounds of the run ([Spec]). It fails for a capability the
+// substrate cannot enforce, as [Enforcer.Mechanisms] does.
+func PolicyOf(set capabilities.Set, workspace string, h harness.Config) (Policy, error) {
+	p := NewPolicy(workspace, h).WithAccess(AccessNone)
+	for _, c := range set.All() {
+		if _, err := mechanismsOf(c, set); err != nil {
+			return Policy{}, err
+		}
+		switch c.Kind() {
+		case capabilities.KindFSRead:
+			if p.access == AccessNone {
+				p.access = AccessRead
+			}
+		case capabilities.KindFSWrite:
+			p.access = AccessWrite
+		case capabilities.KindNet:
+			if c == capabilities.HostNet() {
+				p.network = NetHost
+			}
+		case capabilities.KindEnv:
+			p.env = append(p.env, c.Name())
+		case capabilities.KindTmp:
+			p.tmpSize = c.Size()
+		}
+	}
+	return p, nil
+}

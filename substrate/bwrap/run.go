@@ -1,0 +1,241 @@
+package bwrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/proc"
+	"github.com/cordon-run/cordon/substrate"
+)
+
+// Spec is one command to run in a sandbox.
+type Spec struct {
+	// Policy is the sandbox: the workspace (also the working directory),
+	// what the command may do to it, the network, the environment names it
+	// receives, extra read-only binds.
+	Policy Policy
+	// Command is the program and its arguments, looked up in the
+	// sandbox's PATH.
+	Command []string
+	// Stdin is the command's standard input (empty if nil).
+	Stdin io.Reader
+	// Environ is the caller's environment, from which the allow-list draws
+	// and in whose PATH bwrap is looked up (os.Environ() if nil).
+	Environ []string
+	// Bwrap is the bubblewrap binary (looked up in Environ's PATH if
+	// empty).
+	Bwrap string
+	// Timeout bounds the run, Grace is the time between SIGTERM and
+	// SIGKILL, MaxOutput the bytes kept of each of stdout and stderr
+	// (package proc's defaults if zero).
+	Timeout, Grace time.Duration
+	MaxOutput      int64
+	// Logger receives debug records of the run's life (discarded if nil).
+	Logger *slog.Logger
+}
+
+// initWait bounds how long Run waits for bwrap to report the sandbox's
+// init; it is written right after bwrap's clone(2).
+const initWait = 10 * time.Second
+
+// Run runs the command in a new sandbox and returns what happened. The
+// command starts only once bubblewrap has finished the sandbox — it blocks
+// on a descriptor cordon holds — and cordon has checked from outside that
+// the process bwrap reports lives in a user, mount, PID, IPC and UTS
+// namespace (and, without the network, a network namespace) other than
+// cordon's own; bwrap then starts the command as PID 2 of that PID
+// namespace. A run that bwrap did not report as started never ran.
+//
+// Run returns an error only when the command did not run: the sandbox is
+// unavailable ([ErrUnavailable]) or could not be set up ([ErrSetup]), the
+// policy refused to start ([ErrProtectedPath], [ErrEnvRefused], a refused
+// workspace), or the spec is invalid ([ErrInvalidPolicy]). A command that
+// is not found (127) or not executable (126) is an outcome.
+func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return substrate.Outcome{}, invalid("no command to run")
+	}
+	if err := s.Policy.Validate(); err != nil {
+		return substrate.Outcome{}, err
+	}
+	if s.Environ == nil {
+		s.Environ = os.Environ()
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	bin := s.Bwrap
+	if bin == "" {
+		path, _ := lookupEnv(s.Environ, "PATH")
+		var err error
+		if bin, err = Find(path); err != nil {
+			return substrate.Outcome{}, Unavailable(err)
+		}
+	}
+	sb, err := s.Policy.Prepare(s.Environ)
+	if err != nil {
+		return substrate.Outcome{}, err
+	}
+	defer sb.Close()
+	cmd, err := sb.Command(bin, s.Command)
+	if err != nil {
+		return substrate.Outcome{}, err
+	}
+	// bwrap in a process group of its own (its --new-session gives the
+	// command a session), killed should the thread that forks it die.
+	cmd.SysProcAttr = bwrapAttr()
+	s.Logger.Debug("run", "policy", s.Policy.String(), "bwrap", bin, "command", s.Command)
+	t, err := proc.Start(proc.Spec{
+		Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace,
+		Supervised: true, FreshKeyring: true, Logger: s.Logger,
+	})
+	sb.Launched()
+	var keyErr *proc.KeyringError
+	switch {
+	case errors.As(err, &keyErr):
+		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
+	case err != nil:
+		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
+	}
+
+	// The sandbox's init, reported by bwrap right after it created the
+	// namespaces: verified, it is what the run outlasts.
+	initFD := make(chan int, 1)
+	t.Outlast(initFD)
+	var refused error
+	select {
+	case rec, ok := <-sb.status:
+		if !ok || rec.ChildPID <= 0 {
+			initFD <- -1
+			break // bwrap ended first: Ran says why
+		}
+		if err := verifyInit(rec, s.Policy.network); err != nil {
+			initFD <- -1
+			refused = err
+			t.Kill()
+			break
+		}
+		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
+		if err := sb.Release(); err != nil {
+			s.Logger.Debug("cannot release the sandbox", "err", err)
+		}
+	case <-time.After(initWait):
+		initFD <- -1
+		refused = Unavailable(fmt.Errorf("%s reported no sandbox within %v", bin, initWait))
+		t.Kill()
+	case <-ctx.Done():
+		initFD <- -1 // Wait sees ctx too: the command never starts
+	}
+	o := t.Wait(ctx)
+	if refused != nil {
+		return substrate.Outcome{}, refused
+	}
+	ran := sb.ran()
+	switch {
+	case ran:
+		remember(bin, nil)
+		return o, nil
+	case o.TimedOut || o.Canceled:
+		return o, nil
+	}
+	if code, why := execFailure(o.Stderr); code != 0 {
+		msg := fmt.Sprintf("cordon: %s: %s\n", s.Command[0], why)
+		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
+	}
+	return substrate.Outcome{}, sb.Failure(ctx, o.Stderr)
+}
+
+// verifyInit checks from outside that the process bwrap reported lives in
+// namespaces of its own — not this process's — and is the one bwrap
+// described.
+func verifyInit(rec statusRecord, net Network) error {
+	pid := strconv.Itoa(rec.ChildPID)
+	want := map[string]uint64{"pid": rec.PIDNS, "mnt": rec.MntNS, "ipc": rec.IPCNS, "uts": rec.UTSNS, "user": 0}
+	if net == NetNone {
+		want["net"] = rec.NetNS
+	}
+	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "net"} {
+		reported, ok := want[ns]
+		if !ok {
+			continue
+		}
+		theirs, err := nsInode(pid, ns)
+		if err != nil {
+			return Unavailable(fmt.Errorf("cannot check the sandbox's %s namespace (process %s): %v", ns, pid, err))
+		}
+		ours, err := nsInode("self", ns)
+		if err != nil {
+			return Unavailable(fmt.Errorf("cannot read this process's %s namespace: %v", ns, err))
+		}
+		if theirs == ours {
+			return Unavailable(fmt.Errorf("bwrap ran, but not in a sandbox: its process %s shares cordon's %s namespace", pid, ns))
+		}
+		if ns != "user" && reported != 0 && reported != theirs {
+			return Unavailable(fmt.Errorf("bwrap reported %s namespace %d for process %s, which is in %d", ns, reported, pid, theirs))
+		}
+	}
+	return nil
+}
+
+// ran reports whether bwrap started the command: it reports the
+// command's exit code only after executing it in the finished sandbox.
+// Call it after the run.
+func (s *Sandbox) ran() bool {
+	for {
+		select {
+		case rec, ok := <-s.status:
+			if !ok {
+				return false
+			}
+			if rec.ExitCode != nil {
+				return true
+			}
+		case <-time.After(time.Second):
+			return false // a descriptor smuggled out of the tree
+		}
+	}
+}
+
+// execFailure reads bwrap's message for a command it could not execute:
+// 127 and why for one not found, 126 for one not executable, 0 otherwise.
+func execFailure(stderr string) (int, string) {
+	msg := strings.TrimSpace(stderr)
+	if i := strings.LastIndex(msg, "\n"); i >= 0 {
+		msg = msg[i+1:]
+	}
+	if !strings.HasPrefix(msg, "bwrap: execvp ") {
+		return 0, ""
+	}
+	switch {
+	case strings.HasSuffix(msg, ": No such file or directory"):
+		return 127, "command not found"
+	case strings.HasSuffix(msg, ": Permission denied"), strings.HasSuffix(msg, ": Exec format error"),
+		strings.HasSuffix(msg, ": Is a directory"), strings.HasSuffix(msg, ": Not a directory"):
+		return 126, "permission denied"
+	}
+	return 0, ""
+}
+
+// Failure explains a command that never started: [ErrUnavailable] when
+// bubblewrap cannot create any sandbox on this host ([Detect] says why),
+// [ErrSetup] with bwrap's own message (taken from stderr) otherwise.
+func (s *Sandbox) Failure(ctx context.Context, stderr string) error {
+	if err := Detect(ctx, s.bin); err != nil {
+		return err
+	}
+	msg := strings.TrimSpace(stderr)
+	if i := strings.LastIndex(msg, "\n"); i >= 0 {
+		msg = msg[i+1:]
+	}
+	if msg == "" {
+		msg = "bwrap exited before the command started"
+	}
+	return &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, detail: msg}
+}

@@ -1,0 +1,55 @@
+package substrate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Outcome is what happened to one run on a substrate: how it ended and
+// what it printed, bounded.
+type Outcome struct {
+	// ExitCode is the exit status; 124 when the deadline ended the run,
+	// 126 not executable, 127 not found, 128+N killed by signal N.
+	ExitCode int
+	// Signal names the signal that ended the run ("SIGKILL") when cordon
+	// sent it or saw it directly, or "".
+	Signal string
+	// TimedOut reports that the deadline ended the run.
+	TimedOut bool
+	// Canceled reports that the caller's context ended the run.
+	Canceled bool
+	// Stdout and Stderr are the kept head and tail of each stream, with a
+	// line saying how many bytes were dropped in between when clipped.
+	Stdout, Stderr string
+	// StdoutBytes and StderrBytes count every byte written.
+	StdoutBytes, StderrBytes int64
+	// StdoutClipped and StderrClipped report that bytes were dropped.
+	StdoutClipped, StderrClipped bool
+	// Duration is the wall-clock time of the run.
+	Duration time.Duration
+}
+
+// String summarizes the outcome in one line.
+func (o Outcome) String() string {
+	var b strings.Builder
+	switch {
+	case o.TimedOut:
+		fmt.Fprintf(&b, "timed out (%s)", o.Signal)
+	case o.Canceled:
+		fmt.Fprintf(&b, "canceled (%s)", o.Signal)
+	case o.Signal != "":
+		fmt.Fprintf(&b, "killed by %s", o.Signal)
+	default:
+		fmt.Fprintf(&b, "exit %d", o.ExitCode)
+	}
+	fmt.Fprintf(&b, " after %v; stdout %d bytes", o.Duration.Round(time.Millisecond), o.StdoutBytes)
+	if o.StdoutClipped {
+		b.WriteString(" (clipped)")
+	}
+	fmt.Fprintf(&b, ", stderr %d bytes", o.StderrBytes)
+	if o.StderrClipped {
+		b.WriteString(" (clipped)")
+	}
+	return b.String()
+}
