@@ -39,8 +39,8 @@ type Config struct {
 	// substrate is refused.
 	Substrates map[string]substrate.Enforcer
 	// Inspectors maps a tool kind to the substrate that reads its artifact
-	// before admission (for wasm: the module's imports); nil means
-	// [wasm.Enforcer] for wasm tools.
+	// before admission (for wasm: the module's imports); nil means each
+	// substrate of Substrates that is a [substrate.Inspector].
 	Inspectors map[string]substrate.Inspector
 	// Lookup resolves a native command's program to a read-only host
 	// program; nil means [HostPrograms] with [SandboxPath].
@@ -94,7 +94,12 @@ func New(cfg Config) (*Admitter, error) {
 		}
 	}
 	if cfg.Inspectors == nil {
-		cfg.Inspectors = map[string]substrate.Inspector{KindWasm: wasm.Enforcer{}}
+		cfg.Inspectors = map[string]substrate.Inspector{}
+		for kind, e := range cfg.Substrates {
+			if in, ok := e.(substrate.Inspector); ok {
+				cfg.Inspectors[kind] = in
+			}
+		}
 	}
 	if cfg.Lookup == nil {
 		cfg.Lookup = HostPrograms{Workspace: root}.Lookup

@@ -9,24 +9,26 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
 // requireBwrap stops the test when bubblewrap cannot create a sandbox
 // here (it fails in CI, where scripts/test installs it).
-func requireBwrap(t testing.TB) *Native {
+func requireBwrap(t testing.TB) *bwrap.Enforcer {
 	t.Helper()
-	n := NewNative(NativeConfig{})
+	n := bwrap.NewEnforcer(bwrap.EnforcerConfig{})
 	_, err := n.Facts(context.Background())
 	testenv.Require(t, err == nil, "bubblewrap cannot create a sandbox: %v", err)
 	return n
 }
 
-func newTestAdmitter(t testing.TB, n *Native) *Admitter {
+func newTestAdmitter(t testing.TB, n *bwrap.Enforcer) *Admitter {
 	t.Helper()
-	a, err := New(Config{Workspace: t.TempDir(), Substrates: map[string]substrate.Enforcer{KindNative: n}})
+	a, err := New(Config{Workspace: t.TempDir(), Harness: testHarness, Substrates: map[string]substrate.Enforcer{KindNative: n}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,4 +167,19 @@ func TestHugeDeclarations(t *testing.T) {
 			checkDecision(t, want{kind: kind, reasons: []string{tc.reason}}, nil, err)
 		})
 	}
+}
+
+// testHarness is the default harness configuration with the per-user key
+// store and cache in a temporary directory of the test binary.
+var testHarness harness.Config
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cordon-admission-test-")
+	if err != nil {
+		panic(err)
+	}
+	testHarness = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -422,7 +422,12 @@ func (r *Registry) readGrant(grants *dirfd.Dir, name string) (*Grant, error) {
 	if err := json.Unmarshal(data, &env); err != nil || len(env.Grant) == 0 || env.MAC == "" {
 		return nil, untrusted("it is not an authenticated grant (no MAC)")
 	}
-	want, err := r.mac(name, env.Grant, false)
+	// The MAC is over the grant's compact JSON (the file indents it).
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, env.Grant); err != nil {
+		return nil, untrusted("it is not an authenticated grant (%v)", err)
+	}
+	want, err := r.mac(name, compact.Bytes(), false)
 	if err != nil {
 		if errors.Is(err, refusal.UntrustedState) {
 			return nil, untrusted("this user's key store cannot authenticate it: %v", err)

@@ -27,11 +27,11 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	n := requireBwrap(t)
 	ws := t.TempDir()
-	a, err := New(Config{Workspace: ws, Substrates: map[string]substrate.Enforcer{KindNative: n}})
+	a, err := New(Config{Workspace: ws, Harness: testHarness, Substrates: map[string]substrate.Enforcer{KindNative: n}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := OpenRegistry(RegistryConfig{Workspace: ws})
+	reg, err := OpenRegistry(RegistryConfig{Workspace: ws, Harness: testHarness})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +104,11 @@ var filesV1 = map[string]string{"greet.sh*": "#!/bin/sh\necho hello $(cat \"$1\"
 
 func TestRegistryRoundTrip(t *testing.T) {
 	f := newFixture(t)
-	if gs, err := f.reg.List(); err != nil || len(gs) != 0 {
-		t.Fatalf("empty registry lists %v, %v", gs, err)
+	if gs, refused, err := f.reg.List(); err != nil || len(gs) != 0 || len(refused) != 0 {
+		t.Fatalf("empty registry lists %v, %v, %v", gs, refused, err)
 	}
 	adm := f.admit(t, toolV1, filesV1)
-	if err := f.reg.Register(adm); err != nil {
+	if _, err := f.reg.Register(adm); err != nil {
 		t.Fatal(err)
 	}
 	tool, err := f.reg.Load("greet")
@@ -131,9 +131,9 @@ func TestRegistryRoundTrip(t *testing.T) {
 	if !strings.HasPrefix(tool.Dir, filepath.Join(f.reg.root, ".efferent", "tools", "objects", "sha256")) {
 		t.Errorf("tool folder %s is not in the registry", tool.Dir)
 	}
-	gs, err := f.reg.List()
-	if err != nil || len(gs) != 1 || gs[0].Tool != "greet" {
-		t.Fatalf("List = %v, %v", gs, err)
+	gs, refused, err := f.reg.List()
+	if err != nil || len(gs) != 1 || gs[0].Tool != "greet" || len(refused) != 0 {
+		t.Fatalf("List = %v, %v, %v", gs, refused, err)
 	}
 	if _, err := f.reg.Load("nope"); !errors.Is(err, ErrUnknownTool) {
 		t.Errorf("Load of an unknown tool = %v", err)
@@ -146,7 +146,7 @@ func TestRegistryRoundTrip(t *testing.T) {
 func TestRegistryReplacesOnlyWhenAdmitted(t *testing.T) {
 	f := newFixture(t)
 	v1 := f.admit(t, toolV1, filesV1)
-	if err := f.reg.Register(v1); err != nil {
+	if _, err := f.reg.Register(v1); err != nil {
 		t.Fatal(err)
 	}
 	// A changed declaration that is refused changes nothing.
@@ -160,7 +160,7 @@ func TestRegistryReplacesOnlyWhenAdmitted(t *testing.T) {
 	}
 	// An admitted one replaces the grant, and the old object goes.
 	v2 := f.admit(t, strings.Replace(toolV1, `"time:5s"`, `"time:7s"`, 1), filesV1)
-	if err := f.reg.Register(v2); err != nil {
+	if _, err := f.reg.Register(v2); err != nil {
 		t.Fatal(err)
 	}
 	tool, err := f.reg.Load("greet")
@@ -182,7 +182,7 @@ func TestRegistryAtomic(t *testing.T) {
 			t.Run(fmt.Sprintf("prior=%v/%s", prior, step), func(t *testing.T) {
 				f := newFixture(t)
 				if prior {
-					if err := f.reg.Register(f.admit(t, toolV1, filesV1)); err != nil {
+					if _, err := f.reg.Register(f.admit(t, toolV1, filesV1)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -197,7 +197,7 @@ func TestRegistryAtomic(t *testing.T) {
 					}
 					return nil
 				}
-				err := f.reg.Register(adm)
+				_, err := f.reg.Register(adm)
 				if !reached {
 					t.Fatalf("step %s was never reached", step)
 				}
@@ -219,7 +219,7 @@ func TestRegistryAtomic(t *testing.T) {
 				}
 				// And without the failure it goes through.
 				f.reg.fail = nil
-				if err := f.reg.Register(adm); err != nil {
+				if _, err := f.reg.Register(adm); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -229,7 +229,7 @@ func TestRegistryAtomic(t *testing.T) {
 
 func TestRegistryDetectsTampering(t *testing.T) {
 	f := newFixture(t)
-	if err := f.reg.Register(f.admit(t, toolV1, filesV1)); err != nil {
+	if _, err := f.reg.Register(f.admit(t, toolV1, filesV1)); err != nil {
 		t.Fatal(err)
 	}
 	tool, _ := f.reg.Load("greet")
@@ -259,7 +259,7 @@ func TestRegistryRefusesSymlinks(t *testing.T) {
 			if err := os.Symlink(outside, p); err != nil {
 				t.Fatal(err)
 			}
-			err := f.reg.Register(f.admit(t, toolV1, filesV1))
+			_, err := f.reg.Register(f.admit(t, toolV1, filesV1))
 			if err == nil {
 				t.Fatal("registered through a symlink")
 			}
@@ -279,7 +279,7 @@ func TestRegistryConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(adms))
 	for i, adm := range adms {
-		wg.Go(func() { errs[i] = f.reg.Register(adm) })
+		wg.Go(func() { _, errs[i] = f.reg.Register(adm) })
 	}
 	wg.Wait()
 	for _, err := range errs {

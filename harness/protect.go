@@ -286,8 +286,8 @@ func (pr *protector) rel(abs string) (string, bool) {
 	return filepath.ToSlash(abs[len(pr.root)+1:]), true
 }
 
-func protectedErr(rel, format string, args ...any) error {
-	return refusal.Errorf(refusal.ProtectedPath, "refusing to start — %s %s; write-later paths must be protected before anything runs", rel, fmt.Sprintf(format, args...))
+func (pr *protector) protectedErr(rel, format string, args ...any) error {
+	return refusal.Errorf(refusal.ProtectedPath, "refusing to start in %s — %s %s; write-later paths must be protected before anything runs", pr.root, rel, fmt.Sprintf(format, args...))
 }
 
 // git finds the repository git would use at the workspace root and
@@ -304,14 +304,14 @@ func (pr *protector) git() error {
 		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
 		return pr.enclosing()
 	case err != nil:
-		return protectedErr(".git", "cannot be inspected: %v", err)
+		return pr.protectedErr(".git", "cannot be inspected: %v", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return protectedErr(".git", "is a symlink")
+		return pr.protectedErr(".git", "is a symlink")
 	case fi.Mode().IsRegular():
 		pr.add(Path{Rel: ".git", Reason: whyGitfile})
 		target, err := readGitfile(dotgit)
 		if err != nil {
-			return protectedErr(".git", "is a gitfile that cannot be read: %v", err)
+			return pr.protectedErr(".git", "is a gitfile that cannot be read: %v", err)
 		}
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(pr.root, target)
@@ -333,7 +333,7 @@ func (pr *protector) git() error {
 		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
 		return pr.enclosing()
 	}
-	return protectedErr(".git", "is neither a directory nor a file")
+	return pr.protectedErr(".git", "is neither a directory nor a file")
 }
 
 // enclosing protects what the repository enclosing the workspace, if any,
@@ -378,7 +378,7 @@ func (pr *protector) gitDir(gitdir, top string) error {
 		return nil
 	}
 	if pr.dirs++; pr.dirs > maxGitDirs {
-		return protectedErr(gitdir, "leads through more than %d git directories", maxGitDirs)
+		return pr.protectedErr(gitdir, "leads through more than %d git directories", maxGitDirs)
 	}
 	pr.seen[gitdir] = true
 	if g, ok := pr.rel(gitdir); ok {
@@ -443,7 +443,7 @@ func (pr *protector) noSymlink(rel string) error {
 			if cur != filepath.Join(pr.root, rel) {
 				what = "has a symlink on the way (" + strings.TrimPrefix(cur, pr.root+"/") + ")"
 			}
-			return protectedErr(rel, "%s", what)
+			return pr.protectedErr(rel, "%s", what)
 		}
 	}
 	return nil
@@ -459,7 +459,7 @@ func (pr *protector) config(gitdir, top string) error {
 	for _, name := range []string{"config", "config.worktree"} {
 		cfg, err := gitconf.Read(filepath.Join(gitdir, name), opt)
 		if err != nil {
-			return refusal.Errorf(refusal.ProtectedPath, "refusing to start — cannot read git's configuration to learn what it runs later: %w", err)
+			return refusal.Errorf(refusal.ProtectedPath, "refusing to start in %s — cannot read git's configuration to learn what it runs later: %w", pr.root, err)
 		}
 		all = append(all, cfg)
 	}

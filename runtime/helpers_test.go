@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/host"
 )
 
 // needBwrap stops the test unless bubblewrap can create a sandbox here
@@ -80,19 +87,153 @@ func workspace(t testing.TB, base string) string {
 	return ws
 }
 
+// testHarness is the default harness configuration with the per-user key
+// store and cache in a temporary directory of the test binary.
+var testHarness harness.Config
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cordon-runtime-test-")
+	if err != nil {
+		panic(err)
+	}
+	testHarness = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newPolicy is the policy of cordon exec in ws: the workspace writable, no
+// network.
+func newPolicy(ws string) bwrap.Policy { return bwrap.NewPolicy(ws, testHarness) }
+
+// Spec is one command as cordon exec gives it to the runtime: the policy
+// says the workspace access, the network, the env names and the /tmp
+// size; the rest bound the run.
+type Spec struct {
+	Command   []string
+	Policy    bwrap.Policy
+	NoSandbox bool
+	Timeout   time.Duration
+	Grace     time.Duration
+	MaxOutput int64
+	Stdin     io.Reader
+	Environ   []string
+	Bwrap     string
+	Logger    *slog.Logger
+}
+
+// capabilities returns the capabilities the spec grants.
+func (s Spec) capabilities() (capabilities.Set, error) {
+	var caps []capabilities.Capability
+	p := s.Policy
+	switch p.Access() {
+	case bwrap.AccessRead:
+		caps = append(caps, capabilities.ReadWorkspace())
+	case bwrap.AccessWrite:
+		caps = append(caps, capabilities.ReadWorkspace(), capabilities.WriteWorkspace())
+	}
+	if p.Network() == bwrap.NetHost || s.NoSandbox {
+		caps = append(caps, capabilities.HostNet())
+	} else {
+		caps = append(caps, capabilities.NoNet())
+	}
+	for _, n := range p.Env() {
+		c, err := capabilities.Parse("env:" + n)
+		if err != nil {
+			return capabilities.Set{}, err
+		}
+		caps = append(caps, c)
+	}
+	timeout, output := s.Timeout, s.MaxOutput
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	if output == 0 {
+		output = 1 << 20
+	}
+	for _, mk := range []func() (capabilities.Capability, error){
+		func() (capabilities.Capability, error) { return capabilities.TimeLimit(timeout) },
+		func() (capabilities.Capability, error) { return capabilities.OutputLimit(output) },
+	} {
+		c, err := mk()
+		if err != nil {
+			return capabilities.Set{}, err
+		}
+		caps = append(caps, c)
+	}
+	if !s.NoSandbox {
+		c, err := capabilities.TmpLimit(p.TmpSize())
+		if err != nil {
+			return capabilities.Set{}, err
+		}
+		caps = append(caps, c)
+	}
+	return capabilities.NewSet(caps...)
+}
+
+// runSpec runs the spec's command as cordon exec does: a grant made for
+// it (admission.PrepareCommand), run by the runtime.
+func runSpec(ctx context.Context, s Spec) (runtime.Result, error) {
+	set, err := s.capabilities()
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	h := s.Policy.Harness()
+	a, err := admission.New(admission.Config{Workspace: s.Policy.Workspace(), Harness: h, Substrates: map[string]substrate.Enforcer{
+		admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Bwrap: s.Bwrap, ProbeAtRun: true}),
+		host.Name:            host.Enforcer{},
+	}})
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	sub := bwrap.Name
+	if s.NoSandbox {
+		sub = host.Name
+	}
+	p, err := a.PrepareCommand(ctx, admission.Command{Argv: s.Command, Capabilities: set, Substrate: sub, Stdin: s.Stdin})
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	rt := runtime.New(runtime.Config{Environ: s.Environ, Bwrap: s.Bwrap, Grace: s.Grace, Logger: s.Logger})
+	defer rt.Close()
+	return rt.Run(ctx, p)
+}
+
 // run runs the shell script under the policy and fails the test when the
 // command could not run.
-func run(t testing.TB, p bwrap.Policy, script string, opts ...func(*runtime.Spec)) runtime.Result {
+func run(t testing.TB, p bwrap.Policy, script string, opts ...func(*Spec)) runtime.Result {
 	t.Helper()
-	spec := runtime.Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second}
+	spec := Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second}
 	for _, o := range opts {
 		o(&spec)
 	}
-	res, err := runtime.Run(context.Background(), spec)
+	res, err := runSpec(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Run(%q) = %v", script, err)
 	}
 	return res
+}
+
+// runBwrap runs the shell script with bwrap.Run directly, for the
+// policies no grant makes (extra read-only binds).
+func runBwrap(t testing.TB, p bwrap.Policy, script string) runtime.Result {
+	t.Helper()
+	o, err := bwrap.Run(context.Background(), bwrap.Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatalf("bwrap.Run(%q) = %v", script, err)
+	}
+	return runtime.Result{Outcome: o, Substrate: bwrap.Name, Sandboxed: true}
+}
+
+// makeGitDir makes dir a valid, empty git directory.
+func makeGitDir(t testing.TB, dir string) {
+	t.Helper()
+	for _, d := range []string{"objects", "refs/heads"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "HEAD"), "ref: refs/heads/main\n")
 }
 
 // writeFile writes a file, creating its directory.

@@ -19,15 +19,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/internal/testenv"
-	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
 func TestWorkspaceIsWritable(t *testing.T) {
 	needBwrap(t)
 	ws := workspace(t, base(t))
-	res := run(t, bwrap.NewPolicy(ws), `echo hello > a.txt && mkdir -p sub/dir && mv a.txt sub/dir/b.txt && echo ok`)
+	res := run(t, newPolicy(ws), `echo hello > a.txt && mkdir -p sub/dir && mv a.txt sub/dir/b.txt && echo ok`)
 	if res.ExitCode != 0 || res.Stdout != "ok\n" {
 		t.Fatalf("result %v, stdout %q, stderr %q", res, res.Stdout, res.Stderr)
 	}
@@ -67,7 +68,7 @@ func TestWritingOutsideTheWorkspaceFails(t *testing.T) {
 		attempt("hardlink", "ln "+v+" "+filepath.Join(ws, "hard")) +
 		attempt("etc", "echo evil > "+probe) +
 		attempt("visible", "cat "+v) // the positive control: reads work
-	res := run(t, bwrap.NewPolicy(ws), script)
+	res := run(t, newPolicy(ws), script)
 	st := statuses(t, res.Stdout)
 	for name, rc := range st {
 		if name == "visible" {
@@ -138,9 +139,9 @@ func TestProtectedPaths(t *testing.T) {
 	}, {
 		name: "git repository",
 		setup: func(t *testing.T, ws string) {
+			makeGitDir(t, filepath.Join(ws, ".git"))
 			writeFile(t, filepath.Join(ws, ".git/hooks/pre-commit.sample"), "#!/bin/sh\n")
 			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
-			writeFile(t, filepath.Join(ws, ".git/HEAD"), "ref: refs/heads/main\n")
 		},
 		attacks: map[string]string{
 			"hook-write":     "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
@@ -158,10 +159,16 @@ func TestProtectedPaths(t *testing.T) {
 			"modules-plant":  "mkdir -p .git/modules/sub/hooks",
 			"modules-rm":     "rm -rf .git/modules",
 			"worktrees":      "mkdir -p .git/worktrees/wt",
+			"head-write":     "echo 'ref: refs/heads/evil' > .git/HEAD",
+			"head-rm":        "rm -f .git/HEAD",
+			"objects-rm":     "rm -rf .git/objects",
+			"refs-mv":        "mv .git/refs .git/refs.old",
+			"worktree-cfg":   "echo '[core]' > .git/config.worktree",
 		},
 	}, {
 		name: "git repository without hooks",
 		setup: func(t *testing.T, ws string) {
+			makeGitDir(t, filepath.Join(ws, ".git"))
 			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
 		},
 		attacks: map[string]string{
@@ -169,7 +176,20 @@ func TestProtectedPaths(t *testing.T) {
 			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
 			"hooks-rmdir": "rmdir .git/hooks",
 		},
-		empty: []string{".git/hooks", ".git/modules", ".git/worktrees"},
+		// The placeholders were the last run's: gone with it.
+		absent: []string{".git/hooks", ".git/modules", ".git/worktrees", ".git/commondir"},
+	}, {
+		name: "a git directory that is not valid",
+		setup: func(t *testing.T, ws string) {
+			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
+		},
+		attacks: map[string]string{
+			"make-valid":  "echo 'ref: refs/heads/main' > .git/HEAD && mkdir .git/objects .git/refs",
+			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+			"config":      "echo '[core]' >> .git/config",
+			"root-shape":  "echo 'ref: refs/heads/main' > HEAD",
+		},
+		absent: []string{".git/HEAD", "HEAD", "objects", "refs"},
 	}, {
 		name:  "no git repository",
 		setup: func(t *testing.T, ws string) {},
@@ -179,8 +199,14 @@ func TestProtectedPaths(t *testing.T) {
 			"write-config": "echo '[core]' > .git/config",
 			"rmdir-git":    "rmdir .git",
 			"mv-git":       "mv .git g",
+			"root-head":    "echo 'ref: refs/heads/main' > HEAD",
+			"root-bare":    "rmdir HEAD && echo 'ref: refs/heads/main' > HEAD",
+			"vscode":       "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+			"mcp":          "echo '{}' > .mcp.json",
+			"claude":       "mkdir -p .claude && echo '{}' > .claude/settings.json",
+			"envrc":        "echo 'touch /tmp/pwned' > .envrc",
 		},
-		absent: []string{".git"},
+		absent: []string{".git", "HEAD", ".vscode", ".mcp.json", ".claude", ".envrc"},
 	}, {
 		name: "git worktree pointer",
 		setup: func(t *testing.T, ws string) {
@@ -197,7 +223,7 @@ func TestProtectedPaths(t *testing.T) {
 			l.setup(t, ws)
 			// The harness directories exist before the snapshot: creating
 			// them is the preparation's job, which the next check covers.
-			res := run(t, bwrap.NewPolicy(ws), "true")
+			res := run(t, newPolicy(ws), "true")
 			if res.ExitCode != 0 {
 				t.Fatalf("preparation run: %v %q", res, res.Stderr)
 			}
@@ -212,7 +238,7 @@ func TestProtectedPaths(t *testing.T) {
 			for name, cmd := range l.attacks {
 				script.WriteString(attempt(name, cmd))
 			}
-			res = run(t, bwrap.NewPolicy(ws), script.String())
+			res = run(t, newPolicy(ws), script.String())
 			st := statuses(t, res.Stdout)
 			if len(st) != len(l.attacks) {
 				t.Fatalf("not every attack ran: %q %q", res.Stdout, res.Stderr)
@@ -277,7 +303,7 @@ printf '[core]
 		attempt("hookspath", "git config core.hooksPath evil/hooks") +
 		attempt("replace", "mv .git .git.old && mv evil .git") +
 		attempt("gitfile", "echo 'gitdir: evil' > .git")
-	res := run(t, bwrap.NewPolicy(ws), script)
+	res := run(t, newPolicy(ws), script)
 	for name, rc := range statuses(t, res.Stdout) {
 		if rc == "0" {
 			t.Errorf("attack %s succeeded inside the sandbox", name)
@@ -303,17 +329,18 @@ func TestProtectedSymlinksRefuseToStart(t *testing.T) {
 		{"git", ".git", "/etc", ""},
 		{"hooks", ".git/hooks", "/etc", ".git"},
 		{"config", ".git/config", "/etc/hostname", ".git"},
+		{"editor", ".vscode", "/etc", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := workspace(t, base(t))
 			if tc.pre != "" {
-				os.MkdirAll(filepath.Join(ws, tc.pre), 0o755)
+				makeGitDir(t, filepath.Join(ws, tc.pre))
 			}
 			if err := os.Symlink(tc.target, filepath.Join(ws, tc.link)); err != nil {
 				t.Fatal(err)
 			}
-			_, err := runtime.Run(context.Background(), runtime.Spec{
-				Command: []string{"/bin/sh", "-c", "echo ran > ran.txt"}, Policy: bwrap.NewPolicy(ws)})
+			_, err := runSpec(context.Background(), Spec{
+				Command: []string{"/bin/sh", "-c", "echo ran > ran.txt"}, Policy: newPolicy(ws)})
 			if !errors.Is(err, bwrap.ErrProtectedPath) {
 				t.Fatalf("Run with %s a symlink = %v, want ErrProtectedPath", tc.link, err)
 			}
@@ -357,7 +384,7 @@ func TestHomeIsEmptyAndRealHomesHidden(t *testing.T) {
 	if realFile != "" {
 		script += attempt("real-home-file", "cat "+realFile)
 	}
-	res := run(t, bwrap.NewPolicy(ws), script, func(s *runtime.Spec) { s.Environ = env })
+	res := run(t, newPolicy(ws), script, func(s *Spec) { s.Environ = env })
 	lines := strings.Split(res.Stdout, "\n")
 	if len(lines) < 3 || lines[0] != "HOME="+bwrap.Home || lines[1] != "0" || lines[2] != "0" {
 		t.Fatalf("HOME is not an empty directory, or /home and /root are not empty: %q %q", res.Stdout, res.Stderr)
@@ -380,7 +407,7 @@ func TestTmpIsFreshPerCall(t *testing.T) {
 	ws := workspace(t, base(t))
 	host := filepath.Join(t.TempDir(), "host-tmp-file")
 	writeFile(t, host, "host\n")
-	p := bwrap.NewPolicy(ws)
+	p := newPolicy(ws)
 	if res := run(t, p, "echo left > /tmp/left-behind && ls /tmp"); res.ExitCode != 0 {
 		t.Fatalf("first call: %v %q", res, res.Stderr)
 	}
@@ -403,7 +430,7 @@ func TestSecretsInTheEnvironmentStayOut(t *testing.T) {
 	// PID 1 is bwrap's init: its environment is exactly what the sandbox
 	// was given, before any shell inside adds PWD or SHLVL.
 	script := `tr '\0' '\n' < /proc/1/environ; echo ---; env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n'`
-	res := run(t, bwrap.NewPolicy(ws).WithEnv("GRANTED_VAR"), script, func(s *runtime.Spec) { s.Environ = env })
+	res := run(t, newPolicy(ws).WithEnv("GRANTED_VAR"), script, func(s *Spec) { s.Environ = env })
 	if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stderr, secret) {
 		t.Fatalf("the secret reached the sandbox:\n%s", res.Stdout)
 	}
@@ -436,7 +463,7 @@ func TestHostProcessesAreInvisible(t *testing.T) {
 	needBwrap(t)
 	ws := workspace(t, base(t))
 	me := os.Getpid()
-	res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`ls /proc | grep -c '^[0-9]*$'; kill -0 %d; echo "kill $?"; echo "self $$"`, me))
+	res := run(t, newPolicy(ws), fmt.Sprintf(`ls /proc | grep -c '^[0-9]*$'; kill -0 %d; echo "kill $?"; echo "self $$"`, me))
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("unexpected output %q %q", res.Stdout, res.Stderr)
@@ -466,7 +493,7 @@ func TestNoCapabilitiesInside(t *testing.T) {
 		attempt("sysctl", "echo 1 > /proc/sys/kernel/sysrq") +
 		attempt("sysrq", "echo h > /proc/sysrq-trigger") +
 		attempt("bind-over", "mount --bind "+ws+" "+b)
-	res := run(t, bwrap.NewPolicy(ws), script)
+	res := run(t, newPolicy(ws), script)
 	lines := strings.SplitN(res.Stdout, "\n", 4)
 	if len(lines) < 4 || lines[0] != "CapEff:\t0000000000000000" || lines[1] != "CapBnd:\t0000000000000000" || lines[2] != "NoNewPrivs:\t1" {
 		t.Fatalf("the sandboxed process holds capabilities (running as uid %d): %q", os.Geteuid(), res.Stdout)
@@ -494,7 +521,7 @@ import socket
 s = socket.create_connection(("127.0.0.1", %d), timeout=5)
 print(s.recv(100).decode().strip())'`, port)
 
-	res := run(t, bwrap.NewPolicy(ws), script)
+	res := run(t, newPolicy(ws), script)
 	if res.ExitCode == 0 || strings.Contains(res.Stdout, "hello from the host") {
 		t.Fatalf("with --net none the host's listener was reachable: %v %q", res, res.Stdout)
 	}
@@ -503,7 +530,7 @@ print(s.recv(100).decode().strip())'`, port)
 		t.Fatalf("the listener accepted a connection from a sandbox without network")
 	default:
 	}
-	res = run(t, bwrap.NewPolicy(ws).WithNetwork(bwrap.NetHost), script)
+	res = run(t, newPolicy(ws).WithNetwork(bwrap.NetHost), script)
 	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from the host") {
 		t.Fatalf("with --net host the listener was not reachable (the control failed): %v %q %q", res, res.Stdout, res.Stderr)
 	}
@@ -529,7 +556,7 @@ func TestInheritedDescriptorsStayOut(t *testing.T) {
 	script := fmt.Sprintf("ls /proc/self/fd | tr '\\n' ' '; echo\n") +
 		attempt("read", fmt.Sprintf("cat /proc/self/fd/%d/secret", fd)) +
 		attempt("write", fmt.Sprintf("echo x > /proc/self/fd/%d/planted", fd))
-	res := run(t, bwrap.NewPolicy(ws), script)
+	res := run(t, newPolicy(ws), script)
 	if strings.Contains(res.Stdout, "SECRET CONTENT") {
 		t.Fatalf("the inherited descriptor let the sandbox read a hidden file")
 	}
@@ -591,7 +618,7 @@ func TestHostSocketsAreUnreachable(t *testing.T) {
 		script.WriteString(attempt(name, fmt.Sprintf(`python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("%s"); assert s.recv(10)'`, path)))
 	}
 	env := append(os.Environ(), "HOME="+home)
-	res := run(t, bwrap.NewPolicy(ws), script.String(), func(s *runtime.Spec) { s.Environ = env })
+	res := run(t, newPolicy(ws), script.String(), func(s *Spec) { s.Environ = env })
 	first, rest, _ := strings.Cut(res.Stdout, "\n")
 	if first != "0" {
 		t.Errorf("/run is not empty inside: %q", res.Stdout)
@@ -625,7 +652,7 @@ while [ "$(grep -l '^%[1]s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -lt 4 ]; 
 echo started
 wait`, marker)
 		start := time.Now()
-		res := run(t, bwrap.NewPolicy(ws), script, func(s *runtime.Spec) {
+		res := run(t, newPolicy(ws), script, func(s *Spec) {
 			s.Timeout, s.Grace, s.NoSandbox = 5*time.Second, 300*time.Millisecond, !sandboxed
 			s.Logger = testLogger(t)
 		})
@@ -653,8 +680,8 @@ func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
 		ws := workspace(t, base(t))
 		marker := testenv.MarkedSleep(t, ws)
 		start := time.Now()
-		res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
-			func(s *runtime.Spec) { s.NoSandbox = !sandboxed })
+		res := run(t, newPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
+			func(s *Spec) { s.NoSandbox = !sandboxed })
 		if res.ExitCode != 0 || res.Stdout != "done\n" || res.TimedOut {
 			t.Fatalf("result %v %q %q", res, res.Stdout, res.Stderr)
 		}
@@ -678,9 +705,9 @@ func TestCancellationKillsTheTree(t *testing.T) {
 		}
 		cancel()
 	}()
-	res, err := runtime.Run(ctx, runtime.Spec{
+	res, err := runSpec(ctx, Spec{
 		Command: []string{"/bin/sh", "-c", marker + " 300"},
-		Policy:  bwrap.NewPolicy(ws), Timeout: time.Minute, Grace: 200 * time.Millisecond,
+		Policy:  newPolicy(ws), Timeout: time.Minute, Grace: 200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -701,8 +728,8 @@ func TestFloodKeepsMemoryFlat(t *testing.T) {
 	const flood = 1 << 30
 	const limit = 1 << 20
 	before := heapAllocated()
-	res := run(t, bwrap.NewPolicy(ws), fmt.Sprintf("echo BEGIN; head -c %d /dev/zero | tr '\\0' x; echo; echo END; echo err >&2", flood),
-		func(s *runtime.Spec) { s.MaxOutput = limit })
+	res := run(t, newPolicy(ws), fmt.Sprintf("echo BEGIN; head -c %d /dev/zero | tr '\\0' x; echo; echo END; echo err >&2", flood),
+		func(s *Spec) { s.MaxOutput = limit })
 	grew := heapAllocated() - before
 	want := int64(flood + len("BEGIN\n") + len("\nEND\n"))
 	if res.StdoutBytes != want || !res.StdoutClipped {
@@ -748,7 +775,7 @@ func TestNotFoundAndNotExecutable(t *testing.T) {
 			{[]string{"printf", "%s|", "a b", "$HOME", "--x", "-c", ""}, 0, "a b|$HOME|--x|-c||"},
 			{[]string{"sh", "-c", "exit 7"}, 7, ""},
 		} {
-			res, err := runtime.Run(context.Background(), runtime.Spec{Command: tc.argv, Policy: bwrap.NewPolicy(ws), NoSandbox: !sandboxed})
+			res, err := runSpec(context.Background(), Spec{Command: tc.argv, Policy: newPolicy(ws), NoSandbox: !sandboxed})
 			if err != nil {
 				t.Errorf("%q: %v", tc.argv, err)
 				continue
@@ -769,7 +796,7 @@ func TestWorkspaceAccess(t *testing.T) {
 	writeFile(t, tool, "#!/bin/sh\necho tool ran\n")
 	os.Chmod(tool, 0o755)
 
-	res := run(t, bwrap.NewPolicy(ws).WithAccess(bwrap.AccessRead), "cat file.txt\n"+attempt("write", "echo x > new.txt")+attempt("append", "echo x >> file.txt"))
+	res := run(t, newPolicy(ws).WithAccess(bwrap.AccessRead), "cat file.txt\n"+attempt("write", "echo x > new.txt")+attempt("append", "echo x >> file.txt"))
 	if !strings.HasPrefix(res.Stdout, "content\n") {
 		t.Errorf("read access cannot read: %q %q", res.Stdout, res.Stderr)
 	}
@@ -779,7 +806,7 @@ func TestWorkspaceAccess(t *testing.T) {
 		}
 	}
 
-	res = run(t, bwrap.NewPolicy(ws).WithAccess(bwrap.AccessNone).WithReadOnly(filepath.Dir(tool)),
+	res = runBwrap(t, newPolicy(ws).WithAccess(bwrap.AccessNone).WithReadOnly(filepath.Dir(tool)),
 		fmt.Sprintf("ls -A %s | tr '\\n' ' '; echo; %s\n", ws, tool)+attempt("read", "cat "+filepath.Join(ws, "file.txt"))+attempt("write-tool", "echo x >> "+tool))
 	lines := strings.SplitN(res.Stdout, "\n", 3)
 	if len(lines) < 3 || lines[0] != ".efferent " || lines[1] != "tool ran" {
@@ -794,7 +821,7 @@ func TestWorkspaceAccess(t *testing.T) {
 
 	// With write access, a read-only bind inside harness state works on
 	// top of the harness bind.
-	res = run(t, bwrap.NewPolicy(ws).WithReadOnly(filepath.Dir(tool)), tool+"\n"+attempt("write-tool", "echo x >> "+tool))
+	res = runBwrap(t, newPolicy(ws).WithReadOnly(filepath.Dir(tool)), tool+"\n"+attempt("write-tool", "echo x >> "+tool))
 	if !strings.HasPrefix(res.Stdout, "tool ran\n") || statuses(t, strings.TrimPrefix(res.Stdout, "tool ran\n"))["write-tool"] == "0" {
 		t.Errorf("a tool bound read-only inside .efferent: %q %q", res.Stdout, res.Stderr)
 	}
@@ -803,9 +830,16 @@ func TestWorkspaceAccess(t *testing.T) {
 func TestRefusedEnvironmentNames(t *testing.T) {
 	ws := workspace(t, base(t))
 	for _, name := range []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "PATH", "HOME", "BASH_FUNC_x%%", "1BAD", ""} {
-		_, err := runtime.Run(context.Background(), runtime.Spec{Command: []string{"true"}, Policy: bwrap.NewPolicy(ws).WithEnv(name)})
+		_, err := bwrap.Run(context.Background(), bwrap.Spec{Command: []string{"true"}, Policy: newPolicy(ws).WithEnv(name)})
 		if !errors.Is(err, bwrap.ErrEnvRefused) {
 			t.Errorf("WithEnv(%q): Run = %v, want ErrEnvRefused", name, err)
+		}
+		// Through a grant, the capability is refused before anything runs.
+		if _, err := capabilities.Parse("env:" + name); err != nil {
+			continue // not a name a grant can hold at all
+		}
+		if _, err := runSpec(context.Background(), Spec{Command: []string{"true"}, Policy: newPolicy(ws).WithEnv(name)}); refusal.ExitCode(err) != 3 {
+			t.Errorf("env:%s through a grant: %v, want a policy refusal", name, err)
 		}
 	}
 }
@@ -820,34 +854,38 @@ func TestMissingBubblewrapFailsClosed(t *testing.T) {
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// A "bwrap" that runs the command on the host: the prologue, not PID 2
-	// of a new PID namespace, stops before the command.
+	// A "bwrap" that runs the command on the host: it reports no sandbox
+	// that cordon can verify, and the run is refused. (It ran what it was
+	// given: no program can be kept from that by the caller of a fake.)
 	onHost := filepath.Join(t.TempDir(), "bwrap")
 	if err := os.WriteFile(onHost, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
-		spec runtime.Spec
+		spec Spec
 		want string
 	}{
-		{"no bwrap in PATH", runtime.Spec{Environ: []string{"PATH=" + t.TempDir()}}, "bwrap not found in PATH"},
-		{"bwrap that cannot sandbox", runtime.Spec{Bwrap: fake}, "Permission denied"},
-		{"broken bwrap in PATH", runtime.Spec{Environ: []string{"PATH=" + dir}}, "Permission denied"},
-		{"bwrap that runs the command on the host", runtime.Spec{Bwrap: onHost}, "not in a sandbox"},
+		{"no bwrap in PATH", Spec{Environ: []string{"PATH=" + t.TempDir()}}, "bwrap not found in PATH"},
+		{"bwrap that cannot sandbox", Spec{Bwrap: fake}, "Permission denied"},
+		{"broken bwrap in PATH", Spec{Environ: []string{"PATH=" + dir}}, "Permission denied"},
+		{"bwrap that runs the command on the host", Spec{Bwrap: onHost}, "not in a sandbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec
 			spec.Command = []string{"/bin/sh", "-c", "echo ran > " + filepath.Join(ws, "ran.txt")}
-			spec.Policy = bwrap.NewPolicy(ws)
-			res, err := runtime.Run(context.Background(), spec)
+			spec.Policy = newPolicy(ws)
+			res, err := runSpec(context.Background(), spec)
 			if !errors.Is(err, bwrap.ErrUnavailable) {
 				t.Fatalf("Run = %v, %v; want ErrUnavailable", res, err)
 			}
 			if !strings.HasPrefix(err.Error(), bwrap.UnavailableMessage) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("message %q does not name the fix and the reason %q", err, tc.want)
 			}
-			if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+			if res.Sandboxed || res.ExitCode == 0 {
+				t.Errorf("the refused run reads as %v", res)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil && tc.name != "bwrap that runs the command on the host" {
 				t.Fatalf("the command ran without a sandbox")
 			}
 		})
@@ -858,7 +896,7 @@ func TestNoSandboxSaysSo(t *testing.T) {
 	b := base(t)
 	ws := workspace(t, b)
 	outside := filepath.Join(b, "outside.txt")
-	res := run(t, bwrap.NewPolicy(ws), "pwd; echo written > "+outside, func(s *runtime.Spec) { s.NoSandbox = true })
+	res := run(t, newPolicy(ws), "pwd; echo written > "+outside, func(s *Spec) { s.NoSandbox = true })
 	if res.Sandboxed || res.Substrate != "host" || res.ExitCode != 0 {
 		t.Fatalf("result %v", res)
 	}
@@ -877,14 +915,14 @@ func TestNoSandboxSaysSo(t *testing.T) {
 
 func TestInvalidSpecs(t *testing.T) {
 	ws := workspace(t, base(t))
-	for _, s := range []runtime.Spec{
-		{Policy: bwrap.NewPolicy(ws)},
-		{Command: []string{""}, Policy: bwrap.NewPolicy(ws)},
-		{Command: []string{"true"}, Policy: bwrap.NewPolicy(ws), Timeout: -time.Second},
-		{Command: []string{"true"}, Policy: bwrap.NewPolicy(ws), MaxOutput: -1},
+	for _, s := range []Spec{
+		{Policy: newPolicy(ws)},
+		{Command: []string{""}, Policy: newPolicy(ws)},
+		{Command: []string{"true"}, Policy: newPolicy(ws), Timeout: -time.Second},
+		{Command: []string{"true"}, Policy: newPolicy(ws), MaxOutput: -1},
 	} {
-		if _, err := runtime.Run(context.Background(), s); !errors.Is(err, runtime.ErrInvalidSpec) {
-			t.Errorf("Run(%v) = %v, want ErrInvalidSpec", s, err)
+		if _, err := runSpec(context.Background(), s); err == nil {
+			t.Errorf("Run(%v) succeeded, want an error", s)
 		}
 	}
 }

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -27,18 +31,37 @@ func buildCordon(b *testing.B) string {
 	return bin
 }
 
-// benchWorkspace returns a workspace whose protected paths all exist, so
-// that the raw bwrap invocation needs no mount points made for it.
+// benchWorkspace returns a workspace holding a git repository, and points
+// the harness configuration of this process and of the cordon processes
+// it starts at temporary directories.
 func benchWorkspace(b *testing.B) string {
 	ws, err := filepath.EvalSymlinks(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, d := range []string{".efferent", ".foundry", ".git/hooks"} {
-		os.MkdirAll(filepath.Join(ws, d), 0o700)
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		b.Fatalf("git init: %v %s", err, out)
 	}
-	os.WriteFile(filepath.Join(ws, ".git/config"), nil, 0o644)
 	return ws
+}
+
+// benchHarness isolates the harness configuration for a benchmark.
+func benchHarness(b *testing.B) harness.Config {
+	h := testenv.Harness(b)
+	b.Setenv(harness.EnvStateDir, h.StateDir())
+	b.Setenv(harness.EnvCacheDir, h.CacheDir())
+	return h
+}
+
+// rawBwrap prepares the sandbox cordon exec makes in ws and returns the
+// raw bwrap options and environment for `bwrap OPTIONS -- true`, and the
+// sandbox, whose placeholders must stay while the options are used.
+func rawBwrap(b *testing.B, h harness.Config, ws string) ([]string, []string, *bwrap.Sandbox) {
+	sb, err := bwrap.NewPolicy(ws, h).Prepare(os.Environ())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append(sb.Options(), "--", "true"), sb.Env(), sb
 }
 
 func timeRun(b *testing.B, cmd *exec.Cmd) time.Duration {
@@ -62,17 +85,19 @@ func median(d []time.Duration) time.Duration {
 func BenchmarkExecTrue(b *testing.B) {
 	needBwrap(b)
 	cordon := buildCordon(b)
+	h := benchHarness(b)
 	ws := benchWorkspace(b)
 	bin, _ := bwrap.Find(os.Getenv("PATH"))
-	policy := bwrap.NewPolicy(ws)
-	sb, err := policy.Prepare(os.Environ())
+	rawArgs, rawEnv, sb := rawBwrap(b, h, ws)
+	defer sb.Close()
+	trueBin, _ := exec.LookPath("true")
+	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rawArgs := append(sb.Options(), "--", "true")
-	rawEnv := sb.Env()
-	sb.Close()
-	trueBin, _ := exec.LookPath("true")
+	set := capabilities.MustParseSet("fs.read:workspace", "fs.write:workspace", "net:none", "time:2m", "output:1MiB", "tmp:512MiB")
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
 
 	var cli, raw, lib, bare []time.Duration
 	b.ResetTimer()
@@ -86,7 +111,11 @@ func BenchmarkExecTrue(b *testing.B) {
 		raw = append(raw, timeRun(b, r))
 
 		start := time.Now()
-		res, err := runtime.Run(context.Background(), runtime.Spec{Command: []string{"true"}, Policy: policy})
+		p, err := a.PrepareCommand(context.Background(), admission.Command{Argv: []string{"true"}, Capabilities: set})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := rt.Run(context.Background(), p)
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("runtime.Run: %v %v", res, err)
 		}
@@ -112,6 +141,7 @@ func BenchmarkExecTrue(b *testing.B) {
 func BenchmarkFlood(b *testing.B) {
 	needBwrap(b)
 	cordon := buildCordon(b)
+	benchHarness(b)
 	ws := benchWorkspace(b)
 	const gib = 1 << 30
 	flood := func(n int) *exec.Cmd {
@@ -156,6 +186,7 @@ func BenchmarkFlood(b *testing.B) {
 // workspace, where it admitted the tool itself.
 func BenchmarkStartup(b *testing.B) {
 	needBwrap(b)
+	h := benchHarness(b)
 	type binary struct {
 		name, path, ws string
 		times          map[string][]time.Duration
@@ -184,12 +215,8 @@ func BenchmarkStartup(b *testing.B) {
 		{"run", []string{"run", "noop"}},
 	}
 	bwrapBin, _ := bwrap.Find(os.Getenv("PATH"))
-	sb, err := bwrap.NewPolicy(bins[0].ws).Prepare(os.Environ())
-	if err != nil {
-		b.Fatal(err)
-	}
-	rawArgs, rawEnv := append(sb.Options(), "--", "true"), sb.Env()
-	sb.Close()
+	rawArgs, rawEnv, sb := rawBwrap(b, h, bins[0].ws)
+	defer sb.Close()
 	trueBin, _ := exec.LookPath("true")
 	var raw, bare []time.Duration
 

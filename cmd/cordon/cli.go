@@ -421,9 +421,12 @@ func (i *interrupt) exitOf(res runtime.Result) int {
 
 // Exit codes of the CLI contract.
 const (
-	exitOK      = 0
-	exitError   = 1
-	exitUsage   = 2
-	exitRefused = 3
-	exitTimeout = 124
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitRefused   = 3
+	exitTimeout   = 124
+	exitCannotRun = 125
+	exitNotExec   = 126
+	exitNotFound  = 127
 )

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/internal/wasmtest"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -27,8 +28,18 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CORDON_TEST_AS_CORDON") == "1" {
 		os.Exit(doMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	// cordon's per-user key store and cache, for every test and every
+	// cordon process the tests start, in a temporary directory.
+	dir, err := os.MkdirTemp("", "cordon-cli-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(harness.EnvStateDir, filepath.Join(dir, "state"))
+	os.Setenv(harness.EnvCacheDir, filepath.Join(dir, "cache"))
+	os.Unsetenv(harness.EnvConfig)
 	code := m.Run()
 	wasmtest.RemoveBuilds()
+	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -67,11 +78,12 @@ func cordonProcess(t *testing.T, env []string, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(env, "CORDON_TEST_AS_CORDON=1")
+	cmd.Env = append(env, "CORDON_TEST_AS_CORDON=1",
+		harness.EnvStateDir+"="+os.Getenv(harness.EnvStateDir), harness.EnvCacheDir+"="+os.Getenv(harness.EnvCacheDir))
 	return cmd
 }
 
-func exitCode(err error) int {
+func procExit(err error) int {
 	if err == nil {
 		return 0
 	}
@@ -200,7 +212,7 @@ func TestExecRefusesASymlinkedHarnessDirectory(t *testing.T) {
 	ws := tempWorkspace(t)
 	os.Symlink("/etc", filepath.Join(ws, ".efferent"))
 	code, stdout, _ := cordonMain(t, "", "-w", ws, "--json", "exec", "--", "touch", "ran")
-	var r refusalJSON
+	var r errorJSON
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("stdout %q: %v", stdout, err)
 	}
@@ -234,13 +246,13 @@ func TestExecFailsClosed(t *testing.T) {
 				cmd := cordonProcess(t, []string{"PATH=" + tc.path}, args...)
 				var stdout, stderr bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				code := exitCode(cmd.Run())
+				code := procExit(cmd.Run())
 				if code != exitCannotRun {
 					t.Fatalf("exit %d, want 125 (stdout %q stderr %q)", code, stdout.String(), stderr.String())
 				}
 				msg := stderr.String()
 				if asJSON {
-					var r refusalJSON
+					var r errorJSON
 					if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.Error != "SandboxUnavailable" {
 						t.Fatalf("--json: %q, %v; want a SandboxUnavailable refusal", stdout.String(), err)
 					}
@@ -319,7 +331,7 @@ wait`, marker)
 			go func() { done <- cmd.Wait() }()
 			select {
 			case err := <-done:
-				if code := exitCode(err); code != 128+int(sig) {
+				if code := procExit(err); code != 128+int(sig) {
 					t.Errorf("cordon exited %d after %v, want %d", code, sig, 128+int(sig))
 				}
 			case <-time.After(30 * time.Second):

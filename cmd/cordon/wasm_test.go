@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/cordon-run/cordon/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,9 +87,13 @@ func TestWasmExamplesEndToEnd(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(top, "outside", "secret")); string(data) != "SECRET" {
 		t.Errorf("outside changed: %q", data)
 	}
-	// The compiled code is cached in harness state.
-	if entries, err := os.ReadDir(filepath.Join(ws, ".efferent", "cache", "wasm")); err != nil || len(entries) == 0 {
+	// The compiled code is cached in cordon's per-user cache, outside the
+	// workspace: nothing there runs as code.
+	if entries, err := os.ReadDir(filepath.Join(os.Getenv(harness.EnvCacheDir), "wasm")); err != nil || len(entries) == 0 {
 		t.Errorf("no compilation cache: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".efferent", "cache")); err == nil {
+		t.Errorf("a compilation cache in the workspace's harness state")
 	}
 }
 

@@ -5,7 +5,10 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/cordon-run/cordon/harness"
 )
 
 // InCI reports whether the tests run in CI (CI=true), where a missing
@@ -23,4 +26,25 @@ func Require(t testing.TB, ok bool, format string, args ...any) {
 		t.Fatalf("missing in CI: "+format, args...)
 	}
 	t.Skipf("skipping: "+format, args...)
+}
+
+// Harness returns the default harness configuration with the per-user
+// state and cache directories in temporary directories of the test, so
+// that no test writes cordon's real key store or cache.
+func Harness(t testing.TB) harness.Config {
+	t.Helper()
+	dir := t.TempDir()
+	return harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
+}
+
+// IsolateHarness points the CLI's harness configuration (CORDON_STATE_DIR,
+// CORDON_CACHE_DIR) at temporary directories for the rest of the test and
+// returns the configuration.
+func IsolateHarness(t *testing.T) harness.Config {
+	t.Helper()
+	h := Harness(t)
+	t.Setenv(harness.EnvStateDir, h.StateDir())
+	t.Setenv(harness.EnvCacheDir, h.CacheDir())
+	t.Setenv(harness.EnvConfig, "")
+	return h
 }

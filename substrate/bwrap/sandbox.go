@@ -184,6 +184,12 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 func (s *Sandbox) protect() (pins, protected []string, err error) {
 	p := s.policy
 	ws := p.workspace
+	// Every run of the workspace holds the placeholder lock, also one that
+	// creates none: the placeholders another run made are mounted here
+	// too, and must outlast this run.
+	if s.session, err = placeholder.Begin(p.harness.StateDir(), ws); err != nil {
+		return nil, nil, &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
+	}
 	for _, h := range s.protected.State() {
 		path := filepath.Join(ws, h)
 		fi, err := os.Lstat(path)
@@ -237,13 +243,6 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 // directories on the way to it, recording each in the workspace's
 // placeholder session.
 func (s *Sandbox) placeholder(q harness.Path) error {
-	if s.session == nil {
-		sess, err := placeholder.Begin(s.policy.harness.StateDir(), s.policy.workspace)
-		if err != nil {
-			return err
-		}
-		s.session = sess
-	}
 	comps := strings.Split(q.Rel, "/")
 	cur := s.policy.workspace
 	for i, c := range comps {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/refusal"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,12 +163,15 @@ func lines(res Result) map[string]string {
 // attempt fails without changing anything.
 func TestGoToolReadOnly(t *testing.T) {
 	bin := wasmtest.Go(t, "substrate/wasm/testdata/guest")
-	need, err := Enforcer{}.Inspect(context.Background(), bin)
+	ins, err := Enforcer{}.Inspect(context.Background(), bin, false)
 	if err != nil {
 		t.Fatalf("inspect: %v", err)
 	}
-	if len(need) != 0 {
-		t.Fatalf("a pure WASI tool needs %v, want nothing", need)
+	if len(ins.Needs) != 0 {
+		t.Fatalf("a pure WASI tool needs %v, want nothing", ins.Needs)
+	}
+	if m, ok := ins.Artifact.(*Module); !ok || len(m.Imports()) == 0 {
+		t.Fatalf("the inspection's artifact is %T, want the module read", ins.Artifact)
 	}
 	m := load(t, bin)
 	p := policy(t, "fs.read:workspace")
@@ -537,9 +542,11 @@ func TestAdmissionRefusesImports(t *testing.T) {
 		{"wrong type", build("wasi_snapshot_preview1", "fd_write", []byte{i32}, false), "its type is"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Enforcer{}.Inspect(ctx, c.bin)
-			if !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), c.reason) {
-				t.Fatalf("inspect: %v, want an import refusal naming %s", err, c.reason)
+			for _, admitted := range []bool{false, true} {
+				_, err := Enforcer{}.Inspect(ctx, c.bin, admitted)
+				if !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), c.reason) {
+					t.Fatalf("inspect (admitted %v): %v, want an import refusal naming %s", admitted, err, c.reason)
+				}
 			}
 			// Run refuses it too, before linking anything.
 			if _, err := sharedEngine.get(t).Run(ctx, Call{Module: load(t, c.bin), Policy: policy(t)}); !errors.Is(err, ErrImport) {
@@ -549,7 +556,7 @@ func TestAdmissionRefusesImports(t *testing.T) {
 	}
 	// A memory import: the host exports functions only.
 	mem := []byte("\x00asm\x01\x00\x00\x00\x02\x0f\x01\x03env\x06memory\x02\x00\x01")
-	if _, err := (Enforcer{}).Inspect(ctx, mem); !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), "memory") {
+	if _, err := (Enforcer{}).Inspect(ctx, mem, false); !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), "memory") {
 		t.Fatalf("memory import: %v", err)
 	}
 
@@ -559,7 +566,8 @@ func TestAdmissionRefusesImports(t *testing.T) {
 	w.Import("cordon", "write", []byte{i32, i32, i32, i32}, []byte{i32})
 	w.Memory(1, 0)
 	w.ExportFunc("_start", w.Func(nil, nil, nil))
-	need, err := Enforcer{}.Inspect(ctx, w.Bytes())
+	ins, err := Enforcer{}.Inspect(ctx, w.Bytes(), false)
+	need := ins.Needs
 	if err != nil || len(need) != 1 || need[0].String() != "wasm.import:cordon/write" {
 		t.Fatalf("inspect: %v %v, want [wasm.import:cordon/write]", need, err)
 	}
@@ -751,33 +759,45 @@ func TestMemoryMinimumAboveCapRefused(t *testing.T) {
 
 var _ = time.Second
 
-// The compilation cache is machine code cordon runs: CacheDir never
-// follows a symlink planted where the cache should be.
-func TestCacheDirRefusesSymlinks(t *testing.T) {
+// The compilation cache is machine code cordon runs in its own process:
+// CacheDir keeps it in the per-user cache directory, never follows a
+// symlink planted where it should be, and refuses a directory another user
+// could write.
+func TestCacheDirIsTrusted(t *testing.T) {
 	base := t.TempDir()
-	root, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
-	os.MkdirAll(root, 0o755)
+	outside := filepath.Join(base, "outside")
 	os.MkdirAll(outside, 0o755)
-	if err := os.Symlink(outside, filepath.Join(root, ".efferent")); err != nil {
+	h := harness.Default().WithStateDir(filepath.Join(base, "state"))
+
+	cache := filepath.Join(base, "cache")
+	if err := os.Symlink(outside, cache); err != nil {
 		t.Fatal(err)
 	}
-	if dir, err := CacheDir(root, ".efferent"); err == nil {
-		t.Fatalf("CacheDir followed a symlinked .efferent to %s", dir)
+	if dir, err := CacheDir(h.WithCacheDir(cache)); err == nil || !errors.Is(err, refusal.UntrustedState) {
+		t.Fatalf("CacheDir followed a symlinked cache directory to %s: %v", dir, err)
 	}
-	os.Remove(filepath.Join(root, ".efferent"))
-	os.MkdirAll(filepath.Join(root, ".efferent"), 0o755)
-	if err := os.Symlink(outside, filepath.Join(root, ".efferent", "cache")); err != nil {
+	os.Remove(cache)
+	os.Mkdir(cache, 0o700)
+	if err := os.Symlink(outside, filepath.Join(cache, "wasm")); err != nil {
 		t.Fatal(err)
 	}
-	if dir, err := CacheDir(root, ".efferent"); err == nil {
-		t.Fatalf("CacheDir followed a symlinked cache to %s", dir)
+	if dir, err := CacheDir(h.WithCacheDir(cache)); err == nil {
+		t.Fatalf("CacheDir followed a symlinked wasm directory to %s", dir)
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Fatalf("something was created outside: %v", entries)
 	}
-	os.Remove(filepath.Join(root, ".efferent", "cache"))
-	dir, err := CacheDir(root, ".efferent")
-	if err != nil || dir != filepath.Join(root, ".efferent", "cache", "wasm") {
+	os.Remove(filepath.Join(cache, "wasm"))
+	os.Chmod(cache, 0o777)
+	if _, err := CacheDir(h.WithCacheDir(cache)); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "0700") {
+		t.Fatalf("CacheDir accepted a world-writable cache directory: %v", err)
+	}
+	os.Chmod(cache, 0o700)
+	dir, err := CacheDir(h.WithCacheDir(cache))
+	if err != nil || dir != filepath.Join(cache, "wasm") {
 		t.Fatalf("CacheDir: %q %v", dir, err)
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the cache directory is %v, %v; want mode 0700", st, err)
 	}
 }

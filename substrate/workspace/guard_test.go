@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"errors"
+	"github.com/cordon-run/cordon/harness"
 	"net"
 	"os"
 	"path/filepath"
@@ -177,15 +178,22 @@ func TestEditUniqueness(t *testing.T) {
 
 func TestHarnessStateIsConfigurable(t *testing.T) {
 	top := makeTree(t, append(baseTree, "ws/.state/x"))
-	w := openWS(t, top, WithHarnessState(".state"))
+	w := openWS(t, top, WithHarness(harness.Default().WithState(".state")))
 	if _, err := w.ReadFile(".state/x"); !errors.Is(err, ErrHarnessState) {
 		t.Fatalf("custom harness state: %v", err)
 	}
 	if _, err := w.ReadFile(".efferent/secret"); err != nil {
 		t.Fatalf("with a custom list, .efferent is ordinary: %v", err)
 	}
-	if _, err := Open(filepath.Join(top, "ws"), WithHarnessState("a/b")); err == nil {
+	if _, err := Open(filepath.Join(top, "ws"), WithHarness(harness.Default().WithState("a/b"))); err == nil {
 		t.Fatal("a harness name with a slash was accepted")
+	}
+	// A per-command addition keeps the defaults.
+	w = openWS(t, top, WithHarness(harness.Default().AddState(".state")))
+	for _, p := range []string{".state/x", ".efferent/secret"} {
+		if _, err := w.ReadFile(p); !errors.Is(err, ErrHarnessState) {
+			t.Errorf("with .state added, %s: %v; want ErrHarnessState", p, err)
+		}
 	}
 }
 
