@@ -235,7 +235,6 @@ func TestRunEnvInputOutputTime(t *testing.T) {
 	}
 }
 
-
 // TestProbeAtRun: with ProbeAtRun the native substrate does not probe
 // bubblewrap before a run, and the run itself refuses a "bwrap" that does
 // not make a sandbox: it is reported unavailable, never as sandboxed.
@@ -265,4 +264,3 @@ func TestProbeAtRun(t *testing.T) {
 		t.Errorf("the refused run reads as %v", res)
 	}
 }
-
