@@ -963,3 +963,43 @@ func heapAllocated() int64 {
 	readMemStats(&m)
 	return int64(m.TotalAlloc)
 }
+
+// TestOwnSignalsAndStatuses: a command's own signals and exit statuses are
+// what they are on the host, sandboxed or not — it is never PID 1 of its
+// namespace, whose signals the kernel would ignore.
+func TestOwnSignalsAndStatuses(t *testing.T) {
+	bothModes(t, func(t *testing.T, sandboxed bool) {
+		ws := workspace(t, base(t))
+		for script, want := range map[string]int{
+			"kill -KILL $$; echo alive": 137,
+			"kill -TERM $$; echo alive": 143,
+			"kill -ABRT $$; echo alive": 134,
+			"exit 3":                    3,
+			"true":                      0,
+		} {
+			res := run(t, newPolicy(ws), script, func(s *Spec) { s.NoSandbox = !sandboxed })
+			if res.ExitCode != want || strings.Contains(res.Stdout, "alive") {
+				t.Errorf("%q: exit %d, stdout %q; want exit %d and no output", script, res.ExitCode, res.Stdout, want)
+			}
+		}
+	})
+}
+
+// TestAnErrorNeverReadsAsSuccess: when nothing ran, the Result that comes
+// with the error has the error's exit code and is not sandboxed.
+func TestAnErrorNeverReadsAsSuccess(t *testing.T) {
+	ws := workspace(t, base(t))
+	os.Symlink("/etc", filepath.Join(ws, ".efferent"))
+	res, err := runSpec(context.Background(), Spec{Command: []string{"true"}, Policy: newPolicy(ws)})
+	if err == nil {
+		t.Fatal("a symlinked harness directory did not stop the run")
+	}
+	if res.ExitCode != 3 || res.Sandboxed || strings.Contains(res.String(), "exit 0") {
+		t.Errorf("the result of a refused run reads %q (exit %d, sandboxed %v)", res, res.ExitCode, res.Sandboxed)
+	}
+	ws = workspace(t, base(t))
+	res, err = runSpec(context.Background(), Spec{Command: []string{"true"}, Policy: newPolicy(ws), Bwrap: "/nonexistent/bwrap"})
+	if err == nil || res.ExitCode != 125 || res.Sandboxed {
+		t.Errorf("a run without bubblewrap: %v, %v", res, err)
+	}
+}

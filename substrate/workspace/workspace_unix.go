@@ -584,6 +584,8 @@ func errnoSentinel(err error) error {
 		return ErrOutsideWorkspace
 	case unix.EFBIG:
 		return ErrTooLarge
+	case unix.EEXIST:
+		return ErrExist
 	}
 	return errno
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordon-run/cordon/refusal"
+)
+
+// TestHelpEverywhere: -h and --help on every command and subcommand, and
+// cordon help [CMD], print that command's usage on stdout and exit 0.
+func TestHelpEverywhere(t *testing.T) {
+	ws := tempWorkspace(t)
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"help"},
+		{"help", "exec"}, {"help", "fs"}, {"help", "admit"}, {"help", "run"}, {"help", "tools"},
+		{"exec", "--help"}, {"exec", "-h"}, {"admit", "--help"}, {"admit", "-h"}, {"run", "--help"}, {"run", "-h"},
+		{"tools", "--help"}, {"tools", "remove", "--help"}, {"tools", "remove", "-h"},
+		{"fs", "--help"}, {"fs", "-h"}, {"fs", "read", "--help"}, {"fs", "write", "-h"}, {"fs", "edit", "--help"},
+		{"fs", "list", "--help"}, {"fs", "stat", "--help"},
+	} {
+		code, stdout, stderr := cordonMain(t, "", append([]string{"-w", ws}, args...)...)
+		if code != 0 || !strings.HasPrefix(stdout, "usage: cordon") || stderr != "" {
+			t.Errorf("cordon %s: exit %d, stdout %.60q, stderr %q; want the usage and exit 0", strings.Join(args, " "), code, stdout, stderr)
+		}
+		name := args[0]
+		if name == "help" && len(args) > 1 {
+			name = args[1]
+		}
+		if c, ok := lookup(name); ok && !strings.Contains(stdout, c.usage) {
+			t.Errorf("cordon %s printed another command's usage: %.80q", strings.Join(args, " "), stdout)
+		}
+	}
+	if code, _, _ := cordonMain(t, "", "help", "nosuch"); code != exitUsage {
+		t.Errorf("help of an unknown command exits %d", code)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := cordonMain(t, "", "--version")
+	if code != 0 || !strings.HasPrefix(stdout, "cordon ") || !strings.Contains(stdout, "commit ") || !strings.Contains(stdout, "go1.") {
+		t.Errorf("--version: %d %q", code, stdout)
+	}
+	code, stdout, _ = cordonMain(t, "", "--json", "--version")
+	var v map[string]string
+	if code != 0 || json.Unmarshal([]byte(stdout), &v) != nil || v["version"] == "" || v["commit"] == "" || !strings.HasPrefix(v["go"], "go1.") {
+		t.Errorf("--json --version: %d %q", code, stdout)
+	}
+}
+
+// TestJSONErrorsAreOneObject: with --json, every error — a usage error
+// included — is one JSON object with error and message, and op and path
+// where there is one; the exit code is the kind's.
+func TestJSONErrorsAreOneObject(t *testing.T) {
+	ws := tempWorkspace(t)
+	for _, tc := range []struct {
+		args    []string
+		kind    string
+		code    int
+		op, pth string
+	}{
+		{[]string{"bogus"}, "Usage", exitUsage, "", ""},
+		{[]string{"exec", "--bogus", "--", "true"}, "Usage", exitUsage, "", ""},
+		{[]string{"exec", "--env", "LD_PRELOAD", "--", "true"}, "Usage", exitUsage, "", ""},
+		{[]string{"fs", "edit", "a.txt", "--old", "x"}, "Usage", exitUsage, "", ""},
+		{[]string{"fs", "read", "../x"}, "OutsideWorkspace", exitRefused, "read", "../x"},
+		{[]string{"fs", "write", ".efferent/x"}, "HarnessState", exitRefused, "write", ".efferent/x"},
+		{[]string{"fs", "write", ".git/config"}, "WriteLater", exitRefused, "write", ".git/config"},
+		{[]string{"fs", "write", ".vscode/tasks.json"}, "WriteLater", exitRefused, "write", ".vscode/tasks.json"},
+		{[]string{"fs", "read", "missing"}, "NotFound", exitError, "read", "missing"},
+		{[]string{"run", "nosuch"}, "UnknownTool", exitError, "load", "nosuch"},
+		{[]string{"tools", "remove", "nosuch"}, "UnknownTool", exitError, "remove", "nosuch"},
+		{[]string{"exec", "--substrate", "oci", "--", "true"}, "SandboxUnavailable", exitCannotRun, "", ""},
+	} {
+		code, stdout, stderr := cordonMain(t, "data", append([]string{"-w", ws, "--json"}, tc.args...)...)
+		var e errorJSON
+		if err := json.Unmarshal([]byte(stdout), &e); err != nil || strings.Count(stdout, "\n") != 1 {
+			t.Errorf("cordon %s: stdout %q is not one JSON object (stderr %q)", strings.Join(tc.args, " "), stdout, stderr)
+			continue
+		}
+		if code != tc.code || e.Error != tc.kind || e.Message == "" || e.Op != tc.op || e.Path != tc.pth {
+			t.Errorf("cordon %s: exit %d, %+v; want exit %d, kind %s, op %q, path %q", strings.Join(tc.args, " "), code, e, tc.code, tc.kind, tc.op, tc.pth)
+		}
+	}
+}
+
+// TestEditNeedsOldAndNew: fs edit without --new is a usage error, not a
+// deletion; --new '' deletes, explicitly.
+func TestEditNeedsOldAndNew(t *testing.T) {
+	ws := tempWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("keep this, drop that\n"), 0o644)
+	if code, _, _ := cordonMain(t, "", "-w", ws, "fs", "edit", "a.txt", "--old", ", drop that"); code != exitUsage {
+		t.Errorf("edit without --new exits %d", code)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(data) != "keep this, drop that\n" {
+		t.Fatalf("edit without --new changed the file: %q", data)
+	}
+	if code, _, stderr := cordonMain(t, "", "-w", ws, "fs", "edit", "a.txt", "--old", ", drop that", "--new", ""); code != 0 {
+		t.Fatalf("edit --new '': %d %s", code, stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(data) != "keep this\n" {
+		t.Errorf("edit --new '' left %q", data)
+	}
+}
+
+// TestEveryKindIsDocumented: README.md lists every refusal kind by name,
+// with its exit code.
+func TestEveryKindIsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skipf("README.md is not here (the test binary runs away from the source): %v", err)
+	}
+	for _, k := range refusal.Kinds() {
+		if !strings.Contains(string(readme), "`"+k.Name()+"`") {
+			t.Errorf("README.md does not list the kind %s (%s, exit %d)", k.Name(), k.Class(), k.ExitCode())
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/runtime"
+	guard "github.com/cordon-run/cordon/substrate/workspace"
+)
+
+// hostGit runs the host's git at the workspace root as the user would,
+// with its default configuration (a home of its own, no system file), and
+// returns its output; an error of git is part of the output.
+func hostGit(t *testing.T, ws string, args ...string) string {
+	t.Helper()
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	home := t.TempDir()
+	cmd := exec.Command(gitBin, args...)
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CEILING_DIRECTORIES=" + filepath.Dir(ws)}
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// plantCommand returns a shell command that makes the file marker when a
+// later git runs it.
+func plantCommand(marker string) string { return "touch " + marker + "; false" }
+
+// shapeRootScript makes the workspace root (or dir) a git directory whose
+// configuration runs a command: HEAD, objects, refs and a config with
+// core.fsmonitor.
+func shapeRootScript(dir, marker string) string {
+	return fmt.Sprintf(`
+mkdir -p %[1]s/objects %[1]s/refs/heads 2>/dev/null
+echo 'ref: refs/heads/main' > %[1]s/HEAD 2>/dev/null
+printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%[2]s"\n' > %[1]s/config 2>/dev/null
+true`, dir, plantCommand(marker))
+}
+
+// gitRepo makes ws a git repository with one commit, by the host's git.
+func gitRepo(t *testing.T, ws string) {
+	t.Helper()
+	hostGit(t, ws, "init", "-q", ".")
+	if out := hostGit(t, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init"); out != "" {
+		t.Fatalf("git commit: %s", out)
+	}
+}
+
+// afterGit runs the host's git status and commit in ws and fails the test
+// when the planted command ran.
+func afterGit(t *testing.T, ws, marker string) {
+	t.Helper()
+	hostGit(t, ws, "status", "--short")
+	hostGit(t, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("git on the host ran the command a tool planted")
+	}
+}
+
+// TestGitFindsNoRepositoryATookMade: in a workspace without a git
+// repository, a sandboxed command cannot give the workspace root (or a new
+// .git) the shape of a git directory whose configuration the host's git
+// would obey.
+func TestGitFindsNoRepositoryATookMade(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	marker := filepath.Join(b, "pwned")
+	script := shapeRootScript(".", marker) + shapeRootScript(".git", marker) +
+		attempt("rmdir-git", "rmdir .git") + attempt("rm-head", "rmdir HEAD") +
+		attempt("git-init", "git init -q .")
+	res := run(t, newPolicy(ws), script)
+	for name, rc := range statuses(t, res.Stdout) {
+		if rc == "0" {
+			t.Errorf("attack %s succeeded", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "objects")); err != nil {
+		t.Fatalf("the command could not write the workspace (the test proves nothing): %v %q", err, res.Stderr)
+	}
+	afterGit(t, ws, marker)
+	if out := hostGit(t, ws, "rev-parse", "--git-dir"); !strings.Contains(out, "not a git repository") {
+		t.Errorf("the host's git finds a repository in the workspace: %q", out)
+	}
+}
+
+// TestGitStaysValidInAWorkspaceRepository: a command cannot make .git
+// invalid (so that git looks at the root, or a parent, instead) by
+// removing its HEAD, objects or refs; with .git valid, the shape of the
+// root does not matter. Ordinary work still goes: status, add, commit on
+// the current branch.
+func TestGitStaysValidInAWorkspaceRepository(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	marker := filepath.Join(b, "pwned")
+	script := attempt("head-rm", "rm -f .git/HEAD") + attempt("head-write", "echo garbage > .git/HEAD") +
+		attempt("objects-rm", "rm -rf .git/objects") + attempt("refs-rm", "rm -rf .git/refs") +
+		attempt("refs-mv", "mv .git/refs .git/r") + shapeRootScript(".", marker) +
+		attempt("work", "echo data > file.txt && git add file.txt && git -c user.name=t -c user.email=t@t commit -q -m work")
+	res := run(t, newPolicy(ws), script)
+	for name, rc := range statuses(t, res.Stdout) {
+		if (rc == "0") != (name == "work") {
+			t.Errorf("%s: exit %s (%q)", name, rc, res.Stderr)
+		}
+	}
+	afterGit(t, ws, marker)
+	if out := hostGit(t, ws, "log", "--format=%s", "-1", "HEAD~1"); !strings.Contains(out, "work") {
+		t.Errorf("the commit made in the sandbox is not in the repository: %q", out)
+	}
+}
+
+// TestGitfileTargetInsideIsProtected: a .git file naming a git directory
+// inside the workspace leaves that directory's configuration and hooks
+// read-only.
+func TestGitfileTargetInsideIsProtected(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "realgit")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, ".git"), "gitdir: realgit\n")
+	if out := hostGit(t, ws, "status", "--short"); strings.Contains(out, "fatal") {
+		t.Fatalf("the gitfile layout does not work: %s", out)
+	}
+	marker := filepath.Join(b, "pwned")
+	script := attempt("config", fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> realgit/config`, plantCommand(marker))) +
+		attempt("hook", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > realgit/hooks/pre-commit && chmod +x realgit/hooks/pre-commit", plantCommand(marker))) +
+		attempt("repoint", "echo 'gitdir: evil' > .git") + attempt("mv-target", "mv realgit other")
+	res := run(t, newPolicy(ws), script)
+	for name, rc := range statuses(t, res.Stdout) {
+		if rc == "0" {
+			t.Errorf("attack %s succeeded", name)
+		}
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestConfigNamedFilesAreProtected: what the repository's configuration
+// names inside the workspace — a hooks directory (core.hooksPath, as husky
+// sets it), an included file (present or absent), the program of
+// core.fsmonitor — is read-only, as is the configuration of a hook manager
+// whose hook is installed.
+func TestConfigNamedFilesAreProtected(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	writeFile(t, filepath.Join(ws, ".husky/pre-commit"), "#!/bin/sh\nexit 0\n")
+	os.Chmod(filepath.Join(ws, ".husky/pre-commit"), 0o755)
+	writeFile(t, filepath.Join(ws, "tools/fsmon"), "#!/bin/sh\nexit 1\n")
+	os.Chmod(filepath.Join(ws, "tools/fsmon"), 0o755)
+	cfg := filepath.Join(ws, ".git/config")
+	data, _ := os.ReadFile(cfg)
+	data = append(data, "[core]\n\thooksPath = .husky\n\tfsmonitor = tools/fsmon\n[include]\n\tpath = ../shared.gitconfig\n"...)
+	os.WriteFile(cfg, data, 0o644)
+	marker := filepath.Join(b, "pwned")
+	script := attempt("husky", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > .husky/pre-commit", plantCommand(marker))) +
+		attempt("husky-new", "echo x > .husky/post-commit") +
+		attempt("include", fmt.Sprintf(`printf '[core]\n\tpager = "%s"\n' > shared.gitconfig`, plantCommand(marker))) +
+		attempt("fsmonitor", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > tools/fsmon", plantCommand(marker))) +
+		attempt("pre-commit", "echo 'repos: []' > .pre-commit-config.yaml")
+	res := run(t, newPolicy(ws), script)
+	for name, rc := range statuses(t, res.Stdout) {
+		if rc == "0" {
+			t.Errorf("attack %s succeeded", name)
+		}
+	}
+	for _, absent := range []string{"shared.gitconfig", ".pre-commit-config.yaml", ".husky/post-commit"} {
+		if _, err := os.Lstat(filepath.Join(ws, absent)); err == nil {
+			t.Errorf("%s exists after the run", absent)
+		}
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestConcurrentRunsKeepEachOthersProtection: while one run of a
+// workspace goes on, another starts and ends; the first keeps every
+// read-only mount (the second must not remove a placeholder the first has
+// mounted), and no repository is left behind.
+func TestConcurrentRunsKeepEachOthersProtection(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	marker := filepath.Join(b, "pwned")
+	started := filepath.Join(ws, "started")
+	// The long run waits until the short one is over, then attacks.
+	script := fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n", started) +
+		shapeRootScript(".git", marker) + shapeRootScript(".", marker) + attempt("vscode", "mkdir -p .vscode && echo x > .vscode/tasks.json")
+	var long runtime.Result
+	var wg sync.WaitGroup
+	wg.Go(func() { long = run(t, newPolicy(ws), script) })
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	run(t, newPolicy(ws), "true")
+	os.WriteFile(filepath.Join(ws, "done"), nil, 0o644)
+	wg.Wait()
+	for name, rc := range statuses(t, long.Stdout) {
+		if rc == "0" {
+			t.Errorf("attack %s of the long run succeeded after the short run ended", name)
+		}
+	}
+	afterGit(t, ws, marker)
+	for _, p := range []string{".git", "HEAD", ".vscode"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s is left in the workspace after both runs", p)
+		}
+	}
+}
+
+// TestNestedWorkspace: a run in an enclosing workspace O can write O/sub's
+// harness state; what it writes there is never trusted by a later run in
+// O/sub — a forged grant is refused — and O/sub's own protection holds.
+func TestNestedWorkspace(t *testing.T) {
+	f := newToolFixture(t)
+	outer := filepath.Dir(f.ws)
+	// The outer run forges a grant in the inner registry and plants a git
+	// directory for it.
+	forge := fmt.Sprintf(`mkdir -p %[1]s/.efferent/tools/grants && echo '{"grant":{"tool":"evil"},"mac":"hmac-sha256:00"}' > %[1]s/.efferent/tools/grants/evil.json && echo forged`, f.ws)
+	res := run(t, newPolicy(outer), forge)
+	if !strings.Contains(res.Stdout, "forged") {
+		t.Fatalf("the outer run could not write the inner workspace (the test proves nothing): %v %q", res, res.Stderr)
+	}
+	_, err := f.a.Prepare(context.Background(), f.reg, "evil", nil)
+	if !errors.Is(err, refusal.UntrustedState) {
+		t.Fatalf("a grant forged by the enclosing workspace's tool: Prepare = %v", err)
+	}
+}
+
+// TestFileToolsAndWasmRefuseWriteLater: the direct file tools (and the
+// guard every wasm tool's file system goes through) refuse the same
+// write-later paths bwrap binds read-only, present or absent, with the
+// WriteLater kind and a message that names the path and why.
+func TestFileToolsAndWasmRefuseWriteLater(t *testing.T) {
+	ws := workspace(t, base(t))
+	gitRepo(t, ws)
+	w, err := guard.Open(ws, guard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, p := range []string{".git/config", ".git/hooks/pre-commit", ".git/HEAD", ".git/commondir", ".git/config.worktree",
+		".git/modules/x/config", ".vscode/tasks.json", ".mcp.json", ".claude/settings.json", ".envrc", ".GIT/config"} {
+		err := w.WriteFile(p, []byte("x"))
+		if !errors.Is(err, guard.ErrWriteLater) || !strings.Contains(err.Error(), "write-later") {
+			t.Errorf("WriteFile(%s) = %v; want ErrWriteLater", p, err)
+		}
+	}
+	for name, op := range map[string]func() error{
+		"rename .git":        func() error { return w.Rename(".git", "g") },
+		"remove .git/HEAD":   func() error { return w.Remove(".git/HEAD") },
+		"rmdir .git/refs":    func() error { return w.RemoveDir(".git/refs") },
+		"mkdir .git/modules": func() error { return w.Mkdir(".git/modules", 0o755) },
+		"rename onto config": func() error { w.WriteFile("c", nil); return w.Rename("c", ".git/config") },
+		"open for append":    func() error { _, err := w.OpenFile(".git/config", os.O_WRONLY|os.O_APPEND, 0); return err },
+		"create hook":        func() error { _, err := w.OpenFile(".git/hooks/post-commit", os.O_WRONLY|os.O_CREATE, 0o755); return err },
+	} {
+		if err := op(); !errors.Is(err, guard.ErrWriteLater) {
+			t.Errorf("%s: %v; want ErrWriteLater", name, err)
+		}
+	}
+	// Reading them is fine, and ordinary files stay writable.
+	if _, err := w.ReadFile(".git/config"); err != nil {
+		t.Errorf("reading .git/config: %v", err)
+	}
+	if err := w.WriteFile(".git/description", []byte("ok\n")); err != nil {
+		t.Errorf("writing .git/description, which runs nothing: %v", err)
+	}
+}
+
+// TestAdmittedToolsPATHIsTheSystemsOwn: a program a command planted in
+// <workspace>/.local/bin never runs inside an admitted tool's grant.
+func TestAdmittedToolsPATHIsTheSystemsOwn(t *testing.T) {
+	f := newToolFixture(t)
+	marker := filepath.Join(f.ws, "planted-ran")
+	res := run(t, newPolicy(f.ws), fmt.Sprintf("mkdir -p .local/bin && printf '#!/bin/sh\\ntouch %s\\n' > .local/bin/cat && chmod +x .local/bin/cat && echo planted", marker))
+	if !strings.Contains(res.Stdout, "planted") {
+		t.Fatalf("cordon exec could not plant the program: %v %q", res, res.Stderr)
+	}
+	out, _ := f.runTool(t, decl("catter", `["sh", "-c", "echo $PATH; cat /dev/null"]`, nil, "fs.read:workspace", "fs.write:workspace"), nil, "", nil)
+	if strings.Contains(out.Stdout, ".local/bin") {
+		t.Errorf("an admitted tool's PATH holds the workspace: %q", out.Stdout)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the planted cat ran inside the tool's grant")
+	}
+}
+
+// TestTmpfsAreCapped: /tmp (with HOME) and /dev/shm stop at their cap,
+// the hidden directories and /dev take no writes at all.
+func TestTmpfsAreCapped(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	script := attempt("tmp-small", "head -c 100000 /dev/zero > /tmp/small && rm /tmp/small") + attempt("tmp-fill", "head -c 3000000 /dev/zero > /tmp/big") + attempt("home-fill", "head -c 3000000 /dev/zero > $HOME/big") +
+		attempt("shm-fill", "head -c 3000000 /dev/zero > /dev/shm/big") +
+		attempt("dev", "touch /dev/x") + attempt("home", "touch /home/x") + attempt("root", "touch /root/x") +
+		attempt("run", "touch /run/x") + attempt("devnull", "echo x > /dev/null")
+	res := run(t, newPolicy(ws).WithTmpSize(2<<20), script)
+	want := map[string]string{"tmp-small": "0", "devnull": "0"}
+	for name, rc := range statuses(t, res.Stdout) {
+		if ok := want[name] == "0"; (rc == "0") != ok {
+			t.Errorf("%s: exit %s", name, rc)
+		}
+	}
+}
