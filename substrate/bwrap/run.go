@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cordon-run/cordon/internal/proc"
@@ -118,8 +119,10 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		}
 		if err := verifyInit(rec, s.Policy.network); err != nil {
 			initFD <- -1
-			refused = err
-			t.Kill()
+			if !errors.Is(err, errInitGone) {
+				refused = err
+			}
+			t.Kill() // never released: the command does not start
 			break
 		}
 		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
@@ -152,6 +155,10 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	return substrate.Outcome{}, sb.Failure(ctx, o.Stderr)
 }
 
+// errInitGone: the process bwrap reported ended before it could be
+// checked (bwrap failed to set the sandbox up); the run never started.
+var errInitGone = errors.New("the sandbox's init is gone")
+
 // verifyInit checks from outside that the process bwrap reported lives in
 // namespaces of its own — not this process's — and is the one bwrap
 // described.
@@ -167,6 +174,9 @@ func verifyInit(rec statusRecord, net Network) error {
 			continue
 		}
 		theirs, err := nsInode(pid, ns)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return errInitGone
+		}
 		if err != nil {
 			return Unavailable(fmt.Errorf("cannot check the sandbox's %s namespace (process %s): %v", ns, pid, err))
 		}
