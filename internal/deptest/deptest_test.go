@@ -1,15 +1,18 @@
-// Package deptest checks the direction of cordon's imports: the libraries
-// (capabilities, substrate/..., runtime, admission) never import the front
-// end (cmd/...) or its CLI framework, and capabilities imports nothing of
-// the project.
+// Package deptest enforces cordon's layering: the table of allowed imports
+// in docs/architecture.md, which this test reads, so that the written
+// layering and the checked one cannot drift apart.
 package deptest
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordon-run/cordon/internal/testenv"
 )
 
 const module = "github.com/cordon-run/cordon"
@@ -30,38 +33,98 @@ func moduleRoot() string {
 	}
 }
 
-func deps(t *testing.T, root, pkg string) []string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg)
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
-	}
-	return strings.Fields(string(out))
+// rule is one row of the table.
+type rule struct {
+	own, third []string
 }
 
-func TestImportDirection(t *testing.T) {
+// readTable parses the table between the deptest markers of
+// docs/architecture.md.
+func readTable(t *testing.T, root string) map[string]rule {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rules := map[string]rule{}
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "<!-- deptest:begin -->":
+			in = true
+			continue
+		case line == "<!-- deptest:end -->":
+			in = false
+		}
+		if !in || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 3 {
+			t.Fatalf("docs/architecture.md: a table row needs 3 cells: %q", line)
+		}
+		names := func(cell string) []string {
+			var out []string
+			for _, f := range strings.Fields(cell) {
+				out = append(out, strings.Trim(f, "`"))
+			}
+			return out
+		}
+		pkg := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		rules[pkg] = rule{own: names(cells[1]), third: names(cells[2])}
+	}
+	if len(rules) == 0 {
+		t.Fatal("docs/architecture.md holds no table of allowed imports")
+	}
+	return rules
+}
+
+func TestImportsFollowTheLayering(t *testing.T) {
 	root := moduleRoot()
 	if root == "" {
 		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Fatalf("go command not found: %v", err)
+	_, err := exec.LookPath("go")
+	testenv.Require(t, err == nil, "the go command: %v", err)
+	rules := readTable(t, root)
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
 	}
-	forbidden := []string{module + "/cmd/", "github.com/spf13/pflag"}
-	for _, pkg := range []string{"capabilities", "substrate/...", "runtime/...", "admission/..."} {
-		for _, dep := range deps(t, root, "./"+pkg) {
-			for _, f := range forbidden {
-				if strings.HasPrefix(dep, f) {
-					t.Errorf("%s imports %s; libraries must not depend on the front end", pkg, dep)
-				}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module+"/")
+		row, ok := rules[pkg]
+		if !ok {
+			if parent, _, found := strings.Cut(pkg, "/internal/"); found {
+				row, ok = rules[parent] // a package's own internal packages share its row
 			}
 		}
-	}
-	for _, dep := range deps(t, root, "./capabilities") {
-		if strings.HasPrefix(dep, module) && dep != module+"/capabilities" {
-			t.Errorf("capabilities imports %s; it must import nothing of the project", dep)
+		if !ok {
+			t.Errorf("%s is not in the table of docs/architecture.md: say which layer it belongs to", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			switch {
+			case strings.HasPrefix(imp, module+"/"):
+				dep := strings.TrimPrefix(imp, module+"/")
+				if slices.Contains(row.own, dep) || strings.HasPrefix(dep, pkg+"/internal/") {
+					continue
+				}
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow it", pkg, dep)
+			case strings.Contains(strings.SplitN(imp, "/", 2)[0], "."):
+				if strings.HasPrefix(imp, "golang.org/x/sys/") {
+					continue
+				}
+				if !slices.ContainsFunc(row.third, func(m string) bool { return imp == m || strings.HasPrefix(imp, m+"/") }) {
+					t.Errorf("%s imports the third-party %s, which docs/architecture.md does not allow it", pkg, imp)
+				}
+			}
 		}
 	}
 }
