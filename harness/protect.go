@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cordon-run/cordon/internal/gitconf"
@@ -48,6 +49,10 @@ type Path struct {
 	// an empty directory where it would list an untracked file. Paths git
 	// reads as files are masked by files.
 	MaskDir bool
+	// Keep: a placeholder made for it may stay after the run — it is
+	// inside a git directory, where git reads it as it read the absence,
+	// and no one lists it.
+	Keep bool
 }
 
 // Protected is the protected-path policy of one workspace, as found when a
@@ -187,12 +192,20 @@ func (c Config) Protect(root string) (*Protected, error) {
 	}
 	for _, w := range static {
 		rel, _ := cleanRel(w)
-		pr.add(Path{Rel: rel, Dir: strings.HasSuffix(w, "/"), Reason: whyStatic, MaskDir: true})
+		// In a home, an absent start-up or configuration file is masked
+		// by an empty file (what a shell or git reads as nothing);
+		// elsewhere by an empty directory, which git does not list.
+		pr.add(Path{Rel: rel, Dir: strings.HasSuffix(w, "/"), Reason: whyStatic, MaskDir: !slices.Contains(homeWriteLater, w)})
 	}
 	if err := pr.git(); err != nil {
 		return nil, err
 	}
 	pr.pinAncestors()
+	for _, q := range pr.paths {
+		if err := pr.noSymlink(q.Rel); err != nil {
+			return nil, err
+		}
+	}
 	slices.SortStableFunc(pr.paths, func(a, b Path) int {
 		if d := strings.Count(a.Rel, "/") - strings.Count(b.Rel, "/"); d != 0 {
 			return d
@@ -210,10 +223,7 @@ func (c Config) CheckWorkspace(root string) error {
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace / — a workspace is one project directory, not the whole file system")
 	}
 	for _, d := range []struct{ what, dir string }{{"key store and run state", c.stateDir}, {"compiled-code cache", c.cacheDir}} {
-		canon := d.dir
-		if r, err := filepath.EvalSymlinks(d.dir); err == nil {
-			canon = r
-		}
+		canon := resolved(d.dir)
 		for _, dir := range []string{d.dir, canon} {
 			if within(dir, root) || within(root, dir) {
 				return refusal.Errorf(refusal.WorkspaceRefused,
@@ -225,17 +235,29 @@ func (c Config) CheckWorkspace(root string) error {
 	return nil
 }
 
+// resolvedDirs memoizes the resolution of cordon's own directories, which
+// every check of a workspace compares it with.
+var resolvedDirs sync.Map
+
+// resolved returns dir with its symlinks resolved, as far as it exists.
+func resolved(dir string) string {
+	if r, ok := resolvedDirs.Load(dir); ok {
+		return r.(string)
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return dir // not there yet: nothing to resolve, and nothing kept
+	}
+	resolvedDirs.Store(dir, r)
+	return r
+}
+
 // isHome reports whether root is a home directory: the caller's, root's,
 // or one directly under /home. A shell, ssh and the user's PATH read from
 // one.
 func isHome(root, home string) bool {
-	if home != "" {
-		if r, err := filepath.EvalSymlinks(home); err == nil {
-			home = r
-		}
-		if root == home {
-			return true
-		}
+	if home != "" && root == resolved(home) {
+		return true
 	}
 	return root == "/root" || filepath.Dir(root) == "/home"
 }
@@ -251,6 +273,7 @@ type protector struct {
 	paths []Path
 	seen  map[string]bool // git directories visited
 	dirs  int
+	links map[string]bool // workspace-relative path → is a symlink
 }
 
 // add records q unless a read-only directory already covers it; a
@@ -391,20 +414,18 @@ func (pr *protector) gitDir(gitdir, top string) error {
 		if g != "" {
 			pr.add(Path{Rel: g, Dir: true, Mode: Pinned, Reason: whyGitPin})
 		}
+		keep := g != ""
 		for _, q := range []Path{
-			{Rel: join("config"), Reason: whyConfig},
-			{Rel: join("config.worktree"), Reason: whyConfig},
-			{Rel: join("commondir"), Reason: whyCommondir, Content: ".\n"},
-			{Rel: join("hooks"), Dir: true, Reason: whyHooks},
-			{Rel: join("modules"), Dir: true, Reason: whyNested},
-			{Rel: join("worktrees"), Dir: true, Reason: whyNested},
-			{Rel: join("HEAD"), Reason: whyHead},
+			{Rel: join("config"), Reason: whyConfig, Keep: keep},
+			{Rel: join("config.worktree"), Reason: whyConfig, Keep: keep},
+			{Rel: join("commondir"), Reason: whyCommondir, Content: ".\n", Keep: keep},
+			{Rel: join("hooks"), Dir: true, Reason: whyHooks, Keep: keep},
+			{Rel: join("modules"), Dir: true, Reason: whyNested, Keep: keep},
+			{Rel: join("worktrees"), Dir: true, Reason: whyNested, Keep: keep},
+			{Rel: join("HEAD"), Reason: whyHead, Keep: keep},
 			{Rel: join("objects"), Dir: true, Mode: Pinned, Reason: whyGitPin},
 			{Rel: join("refs"), Dir: true, Mode: Pinned, Reason: whyGitPin},
 		} {
-			if err := pr.noSymlink(q.Rel); err != nil {
-				return err
-			}
 			pr.add(q)
 		}
 	}
@@ -429,19 +450,33 @@ func (pr *protector) gitDir(gitdir, top string) error {
 }
 
 // noSymlink refuses a protected path that is a symlink, or has one on the
-// way: it could not be bound read-only where it points.
+// way: it could not be bound read-only where it points, and a write
+// through it would change what the host reads by its name. Each component
+// is looked at once per Protect.
 func (pr *protector) noSymlink(rel string) error {
-	cur := pr.root
+	cur := ""
 	for _, c := range strings.Split(rel, "/") {
-		cur = filepath.Join(cur, c)
-		fi, err := os.Lstat(cur)
-		if err != nil {
-			return nil // absent from here on: masked
+		if cur == "" {
+			cur = c
+		} else {
+			cur += "/" + c
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
+		link, ok := pr.links[cur]
+		if !ok {
+			fi, err := os.Lstat(filepath.Join(pr.root, cur))
+			link = err == nil && fi.Mode()&fs.ModeSymlink != 0
+			if pr.links == nil {
+				pr.links = map[string]bool{}
+			}
+			pr.links[cur] = link
+			if err != nil {
+				return nil // absent from here on: masked
+			}
+		}
+		if link {
 			what := "is a symlink"
-			if cur != filepath.Join(pr.root, rel) {
-				what = "has a symlink on the way (" + strings.TrimPrefix(cur, pr.root+"/") + ")"
+			if cur != rel {
+				what = "has a symlink on the way (" + cur + ")"
 			}
 			return pr.protectedErr(rel, "%s", what)
 		}
@@ -496,9 +531,6 @@ func (pr *protector) globalConfig(top string) error {
 func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks string) error {
 	protectFile := func(abs, why string) error {
 		if rel, ok := pr.rel(abs); ok && rel != "" {
-			if err := pr.noSymlink(rel); err != nil {
-				return err
-			}
 			pr.add(Path{Rel: rel, Reason: why})
 		}
 		return nil
@@ -513,9 +545,6 @@ func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks stri
 		if hp, ok := cfg.HooksPath(); ok && hp != "" {
 			hooks = pr.resolve(hp, top)
 			if rel, ok := pr.rel(hooks); ok && rel != "" {
-				if err := pr.noSymlink(rel); err != nil {
-					return err
-				}
 				pr.add(Path{Rel: rel, Dir: true, Reason: whyHooksPath})
 			}
 		}
@@ -533,9 +562,6 @@ func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks stri
 		for _, name := range hookManagerConfigs {
 			abs := filepath.Join(top, strings.TrimSuffix(name, "/"))
 			if rel, ok := pr.rel(abs); ok && rel != "" {
-				if err := pr.noSymlink(rel); err != nil {
-					return err
-				}
 				pr.add(Path{Rel: rel, Dir: strings.HasSuffix(name, "/"), Reason: whyHookConfig})
 			}
 		}
@@ -556,6 +582,14 @@ func (pr *protector) resolve(p, top string) string {
 		p = filepath.Join(top, p)
 	}
 	p = filepath.Clean(p)
+	if _, inside := pr.rel(p); inside {
+		// Kept as git spells it: the names on the way are what git will
+		// follow later, so they are protected (and refused as symlinks),
+		// not only where they lead today.
+		return p
+	}
+	// Outside the workspace as spelled (a top that is a symlink, a path
+	// through a link on the host): where it leads now.
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
 	}

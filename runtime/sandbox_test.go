@@ -176,8 +176,9 @@ func TestProtectedPaths(t *testing.T) {
 			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
 			"hooks-rmdir": "rmdir .git/hooks",
 		},
-		// The placeholders were the last run's: gone with it.
-		absent: []string{".git/hooks", ".git/modules", ".git/worktrees", ".git/commondir"},
+		// Placeholders inside the git directory stay, empty: git reads
+		// them as it read their absence.
+		empty: []string{".git/hooks", ".git/modules", ".git/worktrees"},
 	}, {
 		name: "a git directory that is not valid",
 		setup: func(t *testing.T, ws string) {

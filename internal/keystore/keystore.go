@@ -70,7 +70,7 @@ func (s *Store) Key(name string, create bool) ([]byte, error) {
 	k, err := readKey(dfd, name+".key", file)
 	if errors.Is(err, os.ErrNotExist) && create {
 		k, err = createKey(dfd, name+".key", file)
-		if errors.Is(err, os.ErrExist) { // another process made it first
+		if errors.Is(err, errKeyExists) { // another process linked it first
 			k, err = readKey(dfd, name+".key", file)
 		}
 	}
@@ -115,6 +115,9 @@ func readKey(dfd int, base, file string) ([]byte, error) {
 	return k, nil
 }
 
+// errKeyExists: another process made the key first.
+var errKeyExists = errors.New("keystore: the key exists")
+
 func createKey(dfd int, base, file string) ([]byte, error) {
 	k := make([]byte, KeySize)
 	if _, err := rand.Read(k); err != nil {
@@ -122,7 +125,11 @@ func createKey(dfd int, base, file string) ([]byte, error) {
 	}
 	// Written under a temporary name, then linked into place: a key file
 	// is never seen half written.
-	tmp := fmt.Sprintf(".%s.%d.tmp", base, os.Getpid())
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, err
+	}
+	tmp := fmt.Sprintf(".%s.%x.tmp", base, rnd)
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the key %s: %w", file, err)
@@ -138,7 +145,7 @@ func createKey(dfd int, base, file string) ([]byte, error) {
 	if err == nil {
 		err = unix.Linkat(dfd, tmp, dfd, base, 0)
 		if err == unix.EEXIST {
-			err = os.ErrExist
+			err = errKeyExists
 		}
 	}
 	unix.Unlinkat(dfd, tmp, 0)

@@ -60,6 +60,12 @@ type Entry struct {
 	Dir  bool   `json:"dir"`
 	Dev  uint64 `json:"dev"`
 	Ino  uint64 `json:"ino"`
+	// Ctime (nanoseconds) of a placeholder file changes with every change
+	// to it: one written, or removed and made anew (even on a reused inode
+	// number), is no longer the one created.
+	Ctime int64 `json:"ctime"`
+	// Size is the placeholder file's size.
+	Size int64 `json:"size"`
 }
 
 // Begin takes the shared lock of the workspace (absolute, canonical) in
@@ -136,9 +142,26 @@ func (s *Session) Create(path string, dir bool, content string) error {
 	if err := unix.Lstat(path, &st); err != nil {
 		return err
 	}
-	e := Entry{Path: path, Dir: dir, Dev: uint64(st.Dev), Ino: st.Ino}
+	e := Entry{Path: path, Dir: dir, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size}
 	s.created = append(s.created, e)
 	return s.record(e)
+}
+
+// CreateKept makes a placeholder that stays: one inside a git directory,
+// which git reads as the absence it stands for. It is not recorded.
+func CreateKept(path string, dir bool, content string) error {
+	if dir {
+		return os.Mkdir(path, 0o755)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // record appends e to this session's manifest, so that a later run can
@@ -179,6 +202,7 @@ func (s *Session) End() error {
 	if s.manifest != nil {
 		s.manifest.Close()
 	}
+	recorded := s.manifest != nil
 	s.mu.Unlock()
 	defer s.lock.Close()
 	// Converting the lock releases it first: a run that starts meanwhile
@@ -186,7 +210,25 @@ func (s *Session) End() error {
 	if err := flock(s.lock, unix.LOCK_EX, 0); err != nil {
 		return nil
 	}
+	if !recorded && !s.leftovers() {
+		return nil // nothing of this run's or anyone's to remove
+	}
 	return clean(s.dir)
+}
+
+// leftovers reports whether the workspace's directory holds a manifest
+// (of a run that was killed before it could clean up).
+func (s *Session) leftovers() bool {
+	names, err := readNames(s.dir)
+	if err != nil {
+		return true
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "m-") {
+			return true
+		}
+	}
+	return false
 }
 
 // clean removes what every manifest in dir records, deepest first.
@@ -228,10 +270,19 @@ func clean(dir string) error {
 }
 
 // removeIfUnchanged removes e's path when it is still the placeholder:
-// the same inode, an empty directory or an unchanged file.
+// the same inode, and an empty directory, or a file unchanged since it was
+// made (its ctime and size). The path is reached without
+// following a symlink in any component: a placeholder's parent swapped
+// for a link never leads the removal elsewhere.
 func removeIfUnchanged(e Entry) error {
+	dir, base := filepath.Split(e.Path)
+	dfd, err := openNoFollow(filepath.Clean(dir))
+	if err != nil {
+		return nil // gone, or not reachable without a link: leave it
+	}
+	defer unix.Close(dfd)
 	var st unix.Stat_t
-	if err := unix.Lstat(e.Path, &st); err != nil {
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil
 	}
 	if uint64(st.Dev) != e.Dev || st.Ino != e.Ino {
@@ -242,23 +293,43 @@ func removeIfUnchanged(e Entry) error {
 		if !e.Dir {
 			return nil
 		}
-		if names, err := readNames(e.Path); err != nil || len(names) > 0 {
-			return nil
-		}
-		err := unix.Rmdir(e.Path)
-		if err == unix.ENOENT || err == unix.ENOTEMPTY || err == unix.EBUSY {
+		err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR) // fails unless empty
+		if err == unix.ENOENT || err == unix.ENOTEMPTY || err == unix.EEXIST || err == unix.EBUSY {
 			return nil
 		}
 		return err
 	case unix.S_IFREG:
-		if e.Dir || st.Size > 64 {
+		// A directory's ctime moves with its entries (placeholders made
+		// inside it); a file's only when it changes.
+		if e.Dir || st.Size != e.Size || st.Ctim.Nano() != e.Ctime {
 			return nil
 		}
-		if err := unix.Unlink(e.Path); err != nil && err != unix.ENOENT && err != unix.EBUSY {
+		if err := unix.Unlinkat(dfd, base, 0); err != nil && err != unix.ENOENT && err != unix.EBUSY {
 			return err
 		}
 	}
 	return nil
+}
+
+// openNoFollow opens the absolute directory p one component at a time,
+// never following a symlink.
+func openNoFollow(p string) (int, error) {
+	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
 }
 
 func readNames(dir string) ([]string, error) {

@@ -258,8 +258,8 @@ func TestArgsOrderAndEnvironment(t *testing.T) {
 // objects and refs are pinned (bound onto themselves, so they cannot be
 // removed or renamed away), not made read-only; its HEAD and the
 // write-later paths are read-only, and the absent ones get placeholders
-// that mean to git what their absence meant, removed again by Close when
-// no other run of the workspace holds them.
+// that mean to git what their absence meant. Those inside .git stay (no
+// one lists them); those in the workspace go with the last run.
 func TestPinsExistingGitDirectory(t *testing.T) {
 	ws := tempWorkspace(t)
 	makeGitDir(t, filepath.Join(ws, ".git"))
@@ -297,9 +297,14 @@ func TestPinsExistingGitDirectory(t *testing.T) {
 		}
 	}
 	sb.Close()
-	for _, gone := range []string{".git/commondir", ".git/config", ".git/modules", ".vscode", ".mcp.json"} {
+	for _, gone := range []string{".vscode", ".mcp.json", ".claude"} {
 		if _, err := os.Lstat(filepath.Join(ws, gone)); err == nil {
 			t.Errorf("Close left the placeholder %s behind", gone)
+		}
+	}
+	for _, kept := range []string{".git/commondir", ".git/config", ".git/modules"} {
+		if _, err := os.Lstat(filepath.Join(ws, kept)); err != nil {
+			t.Errorf("Close removed %s, a placeholder inside the git directory: %v", kept, err)
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(ws, ".git/hooks")); err != nil {

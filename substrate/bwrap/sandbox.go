@@ -257,7 +257,13 @@ func (s *Sandbox) placeholder(q harness.Path) error {
 				continue
 			}
 		}
-		err := s.session.Create(cur, !last || q.Dir || q.MaskDir, q.Content)
+		dir := !last || q.Dir || q.MaskDir
+		var err error
+		if q.Keep {
+			err = placeholder.CreateKept(cur, dir, q.Content)
+		} else {
+			err = s.session.Create(cur, dir, q.Content)
+		}
 		if err != nil && (last || !errors.Is(err, fs.ErrExist)) {
 			return err
 		}

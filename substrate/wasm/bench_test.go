@@ -147,10 +147,11 @@ func BenchmarkDeadline(b *testing.B) {
 	}
 }
 
-// BenchmarkProcess runs the count-lines example as separate processes:
-// the first `cordon run` (compiles and fills the on-disk cache), the
-// second (loads compiled code from it), and plain wazero loading the same
-// module from its own on-disk cache (internal/plainrun), alternated.
+// BenchmarkProcess runs a module as separate processes, for the
+// count-lines example and for a minimal Go module: the first `cordon run`
+// (compiles and fills cordon's per-user cache), the second (loads compiled
+// code from it), and plain wazero loading the same module from its own
+// on-disk cache (internal/plainrun), alternated in one loop.
 func BenchmarkProcess(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds binaries")
@@ -169,49 +170,68 @@ func BenchmarkProcess(b *testing.B) {
 		}
 	}
 	ws := filepath.Join(dir, "ws")
-	tool := filepath.Join(dir, "tool")
 	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
-	os.MkdirAll(tool, 0o755)
 	for i := 0; i < 20; i++ {
 		os.WriteFile(filepath.Join(ws, "src", "f"+string(rune('a'+i))+".go"), bytes.Repeat([]byte("package x // TODO\n"), 200), 0o644)
 	}
-	module := filepath.Join(tool, "tool.wasm")
-	os.WriteFile(module, wasmtest.Go(b, "examples/count-lines"), 0o644)
-	decl, _ := os.ReadFile(filepath.Join(root, "examples", "count-lines", "tool.json"))
-	os.WriteFile(filepath.Join(tool, "tool.json"), decl, 0o644)
-	input := `{"pattern":"TODO","glob":"*.go"}`
-	exe := func(name string, args ...string) time.Duration {
+	countDecl, _ := os.ReadFile(filepath.Join(root, "examples", "count-lines", "tool.json"))
+	tools := []struct {
+		name, src, decl, input, want string
+	}{
+		{"count-lines", "examples/count-lines", string(countDecl), `{"pattern":"TODO","glob":"*.go"}`, `"total": 4000`},
+		{"hello", "substrate/wasm/testdata/hello", `{"name": "hello", "kind": "wasm", "module": "tool.wasm", "capabilities": ["fs.read:workspace"]}`, `{}`, "hello"},
+	}
+	cordonCache := filepath.Join(dir, "cordon-cache")
+	env := append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "cordon-state"), "CORDON_CACHE_DIR="+cordonCache)
+	exe := func(want, input, name string, args ...string) time.Duration {
 		cmd := exec.Command(name, args...)
+		cmd.Env = env
 		cmd.Stdin = bytes.NewReader([]byte(input))
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		d := time.Since(start)
-		if err != nil || !bytes.Contains(out, []byte(`"total": 4000`)) {
+		if err != nil || !bytes.Contains(out, []byte(want)) {
 			b.Fatalf("%s %v: %v: %s", name, args, err, out)
 		}
 		return d
 	}
-	if out, err := exec.Command(cordonBin, "-w", ws, "admit", filepath.Join(tool, "tool.json")).CombinedOutput(); err != nil {
-		b.Fatalf("admit: %v: %s", err, out)
-	}
-	cordonCache := filepath.Join(ws, ".efferent", "cache")
-	plainCache := filepath.Join(dir, "plain-cache")
-	run := []string{"-w", ws, "run", "count-lines", "--input", input}
-	var first, second, plain []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		os.RemoveAll(cordonCache)
-		first = append(first, exe(cordonBin, run...))
-		second = append(second, exe(cordonBin, run...))
-		if i == 0 {
-			exe(plainBin, plainCache, ws, module) // fills plain wazero's cache
+	type times struct{ first, second, plain []time.Duration }
+	results := make([]times, len(tools))
+	modules := make([]string, len(tools))
+	for i, tool := range tools {
+		tdir := filepath.Join(dir, tool.name)
+		os.MkdirAll(tdir, 0o755)
+		modules[i] = filepath.Join(tdir, "tool.wasm")
+		os.WriteFile(modules[i], wasmtest.Go(b, tool.src), 0o644)
+		os.WriteFile(filepath.Join(tdir, "tool.json"), []byte(tool.decl), 0o644)
+		admit := exec.Command(cordonBin, "-w", ws, "admit", filepath.Join(tdir, "tool.json"))
+		admit.Env = env
+		if out, err := admit.CombinedOutput(); err != nil {
+			b.Fatalf("admit: %v: %s", err, out)
 		}
-		plain = append(plain, exe(plainBin, plainCache, ws, module))
 	}
-	b.ReportMetric(float64(median(first).Microseconds())/1000, "ms/first-run")
-	b.ReportMetric(float64(median(second).Microseconds())/1000, "ms/second-run")
-	b.ReportMetric(float64(median(plain).Microseconds())/1000, "ms/plain-wazero")
-	b.ReportMetric(float64(median(second))/float64(median(plain)), "x-second/plain")
+	plainCache := filepath.Join(dir, "plain-cache")
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for i, tool := range tools {
+			run := []string{"-w", ws, "run", tool.name, "--input", tool.input}
+			os.RemoveAll(cordonCache)
+			results[i].first = append(results[i].first, exe(tool.want, tool.input, cordonBin, run...))
+			results[i].second = append(results[i].second, exe(tool.want, tool.input, cordonBin, run...))
+			if n == 0 {
+				exe(tool.want, tool.input, plainBin, plainCache, ws, modules[i]) // fills plain wazero's cache
+			}
+			results[i].plain = append(results[i].plain, exe(tool.want, tool.input, plainBin, plainCache, ws, modules[i]))
+		}
+	}
+	for i, tool := range tools {
+		r := results[i]
+		b.ReportMetric(float64(median(r.first).Microseconds())/1000, tool.name+"-ms/first-run")
+		b.ReportMetric(float64(median(r.second).Microseconds())/1000, tool.name+"-ms/second-run")
+		b.ReportMetric(float64(median(r.plain).Microseconds())/1000, tool.name+"-ms/plain-wazero")
+		b.ReportMetric(float64(median(r.second))/float64(median(r.plain)), tool.name+"-x-second/plain")
+	}
+	b.ReportMetric(0, "ns/op")
 }
 
 func moduleRootDir() (string, error) {
