@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cordon-run/cordon/refusal"
 )
@@ -92,6 +93,26 @@ type Config struct {
 	cacheDir   string
 	home       string // the caller's home, for ~ in git's configuration
 	set        bool
+	// resolved holds stateDir and cacheDir with their symlinks resolved,
+	// found once per pair of directories (a copy with other directories
+	// gets its own).
+	resolved *resolvedPair
+}
+
+type resolvedPair struct {
+	once         sync.Once
+	state, cache string
+}
+
+// resolvedDirs returns the state and cache directories with the symlinks
+// of their existing prefixes resolved: where they are, or will be.
+func (c Config) resolvedDirs() (string, string) {
+	r := c.resolved
+	if r == nil {
+		r = &resolvedPair{}
+	}
+	r.once.Do(func() { r.state, r.cache = resolveExisting(c.stateDir), resolveExisting(c.cacheDir) })
+	return r.state, r.cache
 }
 
 // Default returns the default configuration: harness state .efferent and
@@ -107,6 +128,7 @@ func Default() Config {
 		cacheDir:   xdgDir("XDG_CACHE_HOME", home, ".cache"),
 		home:       home,
 		set:        true,
+		resolved:   &resolvedPair{},
 	}
 }
 
@@ -146,10 +168,16 @@ func (c Config) AddWriteLater(paths ...string) Config {
 }
 
 // WithStateDir returns a copy whose per-user state directory is dir.
-func (c Config) WithStateDir(dir string) Config { c.stateDir = dir; return c }
+func (c Config) WithStateDir(dir string) Config {
+	c.stateDir, c.resolved = dir, &resolvedPair{}
+	return c
+}
 
 // WithCacheDir returns a copy whose per-user cache directory is dir.
-func (c Config) WithCacheDir(dir string) Config { c.cacheDir = dir; return c }
+func (c Config) WithCacheDir(dir string) Config {
+	c.cacheDir, c.resolved = dir, &resolvedPair{}
+	return c
+}
 
 // WithHome returns a copy that resolves "~" in git's configuration
 // against home (the caller's home directory by default).
@@ -278,6 +306,9 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 		var fc fileConfig
 		if err := dec.Decode(&fc); err != nil {
 			return c, "", refusal.Errorf(refusal.InvalidPolicy, "the configuration %s: %v", file, err)
+		}
+		if dec.More() {
+			return c, "", refusal.Errorf(refusal.InvalidPolicy, "the configuration %s holds more than one JSON object", file)
 		}
 		if fc.HarnessState != nil {
 			c = c.WithState(fc.HarnessState...)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cordon-run/cordon/internal/gitconf"
@@ -222,8 +221,10 @@ func (c Config) CheckWorkspace(root string) error {
 	if root == "/" {
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace / — a workspace is one project directory, not the whole file system")
 	}
-	for _, d := range []struct{ what, dir string }{{"key store and run state", c.stateDir}, {"compiled-code cache", c.cacheDir}} {
-		canon := resolved(d.dir)
+	state, cache := c.resolvedDirs()
+	for _, d := range []struct{ what, dir, canon string }{
+		{"key store and run state", c.stateDir, state}, {"compiled-code cache", c.cacheDir, cache}} {
+		canon := d.canon
 		for _, dir := range []string{d.dir, canon} {
 			if within(dir, root) || within(root, dir) {
 				return refusal.Errorf(refusal.WorkspaceRefused,
@@ -235,28 +236,29 @@ func (c Config) CheckWorkspace(root string) error {
 	return nil
 }
 
-// resolvedDirs memoizes the resolution of cordon's own directories, which
-// every check of a workspace compares it with.
-var resolvedDirs sync.Map
-
-// resolved returns dir with its symlinks resolved, as far as it exists.
-func resolved(dir string) string {
-	if r, ok := resolvedDirs.Load(dir); ok {
-		return r.(string)
+// resolveExisting returns p with the symlinks of its longest existing
+// prefix resolved and the rest joined on as spelled: where p leads, or
+// will lead once it is created.
+func resolveExisting(p string) string {
+	rest := ""
+	for cur := filepath.Clean(p); ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
 	}
-	r, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return dir // not there yet: nothing to resolve, and nothing kept
-	}
-	resolvedDirs.Store(dir, r)
-	return r
 }
 
 // isHome reports whether root is a home directory: the caller's, root's,
 // or one directly under /home. A shell, ssh and the user's PATH read from
 // one.
 func isHome(root, home string) bool {
-	if home != "" && root == resolved(home) {
+	if home != "" && root == resolveExisting(home) {
 		return true
 	}
 	return root == "/root" || filepath.Dir(root) == "/home"
@@ -530,7 +532,11 @@ func (pr *protector) globalConfig(top string) error {
 
 func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks string) error {
 	protectFile := func(abs, why string) error {
-		if rel, ok := pr.rel(abs); ok && rel != "" {
+		rel, ok := pr.rel(abs)
+		if !ok {
+			rel, ok = pr.rel(resolveExisting(abs)) // reached through a link outside
+		}
+		if ok && rel != "" {
 			pr.add(Path{Rel: rel, Reason: why})
 		}
 		return nil
@@ -589,11 +595,8 @@ func (pr *protector) resolve(p, top string) string {
 		return p
 	}
 	// Outside the workspace as spelled (a top that is a symlink, a path
-	// through a link on the host): where it leads now.
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
+	// through a link on the host): where it leads, or will once created.
+	return resolveExisting(p)
 }
 
 // programOf returns the program a configured command runs: its first

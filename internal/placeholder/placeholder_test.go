@@ -1,0 +1,635 @@
+package placeholder_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/refusal"
+)
+
+// The killed-run test runs a session in a re-executed copy of the test
+// binary and kills it: only a process that dies without End is a run that
+// was killed.
+const helperEnv = "CORDON_PLACEHOLDER_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain())
+	}
+	os.Exit(m.Run())
+}
+
+// helperMain begins a session of CORDON_PLACEHOLDER_WS, creates the
+// directory placeholder "d" and the file placeholder "d/f" in it, says
+// "ready" and waits, holding the session, until it is killed (or, at the
+// latest, a minute has passed).
+func helperMain() int {
+	ws := os.Getenv("CORDON_PLACEHOLDER_WS")
+	s, err := placeholder.Begin(os.Getenv("CORDON_PLACEHOLDER_STATE"), ws)
+	if err == nil {
+		err = s.Create(filepath.Join(ws, "d"), true, "")
+	}
+	if err == nil {
+		err = s.Create(filepath.Join(ws, "d", "f"), false, "")
+	}
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	time.Sleep(time.Minute)
+	return 0
+}
+
+// layout makes a fresh temporary directory T with the workspace T/ws,
+// the per-user state directory T/state (created on Begin) and T/outside,
+// and returns T's canonical path.
+func layout(t *testing.T) string {
+	t.Helper()
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"ws", "outside"} {
+		if err := os.Mkdir(filepath.Join(top, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return top
+}
+
+func begin(t *testing.T, top string) *placeholder.Session {
+	t.Helper()
+	s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"))
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	t.Cleanup(func() { s.End() })
+	return s
+}
+
+func create(t *testing.T, s *placeholder.Session, path string, dir bool, content string) {
+	t.Helper()
+	if err := s.Create(path, dir, content); err != nil {
+		t.Fatalf("Create(%s, dir=%v): %v", path, dir, err)
+	}
+}
+
+func end(t *testing.T, s *placeholder.Session) {
+	t.Helper()
+	if err := s.End(); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+}
+
+// manifests returns the manifests recorded under the state directory.
+func manifests(t *testing.T, top string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(top, "state", "runs", "*", "m-*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// describe says what is at p without following a symlink: "absent", a
+// directory with its entries, a file with its contents, or a symlink with
+// its target.
+func describe(t *testing.T, p string) string {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "absent"
+	case err != nil:
+		t.Fatal(err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		l, _ := os.Readlink(p)
+		return "symlink to " + l
+	case fi.IsDir():
+		entries, _ := os.ReadDir(p)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return fmt.Sprintf("dir %q", names)
+	}
+	b, _ := os.ReadFile(p)
+	return fmt.Sprintf("file %q", b)
+}
+
+// tree describes every entry below top.
+func tree(t *testing.T, top string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			out[p] = describe(t, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestCreateAndEnd(t *testing.T) {
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	s := begin(t, top)
+	husky, hook, commondir := filepath.Join(ws, ".husky"), filepath.Join(ws, ".husky", "pre-commit"), filepath.Join(ws, "commondir")
+	create(t, s, husky, true, "")
+	create(t, s, hook, false, "")
+	create(t, s, commondir, false, ".\n")
+	for p, want := range map[string]string{husky: `dir ["pre-commit"]`, hook: `file ""`, commondir: `file ".\n"`} {
+		if got := describe(t, p); got != want {
+			t.Errorf("placeholder %s is %s, want %s", p, got, want)
+		}
+	}
+	var got []string
+	for _, e := range s.Created() {
+		got = append(got, fmt.Sprintf("%s dir=%v", e.Path, e.Dir))
+	}
+	want := []string{husky + " dir=true", hook + " dir=false", commondir + " dir=false"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Created() = %q, want %q", got, want)
+	}
+
+	// The state is the user's alone: the runs directories 0700, the
+	// manifest 0600.
+	ms := manifests(t, top)
+	if len(ms) != 1 {
+		t.Fatalf("manifests %q, want one", ms)
+	}
+	for p, mode := range map[string]os.FileMode{filepath.Join(top, "state", "runs"): fs.ModeDir | 0o700, filepath.Dir(ms[0]): fs.ModeDir | 0o700, ms[0]: 0o600} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode() != mode {
+			t.Errorf("%s: %v, %v; want mode %v", p, fi.Mode(), err, mode)
+		}
+	}
+
+	// What is there already is not a placeholder: ErrExist, and it stays.
+	user := filepath.Join(ws, "user-file")
+	os.WriteFile(user, []byte("mine"), 0o644)
+	dangling := filepath.Join(ws, "dangling")
+	os.Symlink(filepath.Join(top, "outside", "made"), dangling)
+	for _, c := range []struct {
+		path string
+		dir  bool
+	}{{husky, true}, {hook, false}, {user, false}, {user, true}, {dangling, false}, {dangling, true}} {
+		if err := s.Create(c.path, c.dir, "x"); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("Create(%s, dir=%v) over what exists: %v, want fs.ErrExist", c.path, c.dir, err)
+		}
+	}
+	if len(s.Created()) != 3 {
+		t.Errorf("failed creations were recorded: %d entries", len(s.Created()))
+	}
+	if got := describe(t, filepath.Join(top, "outside", "made")); got != "absent" {
+		t.Errorf("Create followed a dangling symlink and made %s", got)
+	}
+
+	end(t, s)
+	for _, p := range []string{husky, hook, commondir} {
+		if got := describe(t, p); got != "absent" {
+			t.Errorf("after End, placeholder %s is %s, want it removed", p, got)
+		}
+	}
+	if got := describe(t, user); got != `file "mine"` {
+		t.Errorf("after End, the user's file is %s", got)
+	}
+	if got := describe(t, dangling); got == "absent" {
+		t.Errorf("after End, the symlink that was there first is gone")
+	}
+	if ms := manifests(t, top); len(ms) != 0 {
+		t.Errorf("after End, manifests %q remain", ms)
+	}
+
+	// End is idempotent; an ended session creates nothing.
+	if err := s.End(); err != nil {
+		t.Errorf("second End: %v", err)
+	}
+	if err := s.Create(filepath.Join(ws, "late"), true, ""); err == nil {
+		t.Errorf("Create after End succeeded")
+	}
+	if got := describe(t, filepath.Join(ws, "late")); got != "absent" {
+		t.Errorf("Create after End made %s", got)
+	}
+}
+
+// TestLastSessionCleans runs sessions of one workspace side by side: a
+// placeholder stays as long as any of them has not ended, whoever created
+// it, and the last one to end removes them all.
+func TestLastSessionCleans(t *testing.T) {
+	cases := []struct {
+		name    string
+		creates []int // placeholders each session creates
+		ends    []int // the order the sessions end in
+	}{
+		{name: "two, creator ends first", creates: []int{1, 1}, ends: []int{0, 1}},
+		{name: "two, creator ends last", creates: []int{1, 1}, ends: []int{1, 0}},
+		{name: "second only mounts, ends first", creates: []int{2, 0}, ends: []int{1, 0}},
+		{name: "second only mounts, ends last", creates: []int{2, 0}, ends: []int{0, 1}},
+		{name: "three, in order", creates: []int{1, 0, 2}, ends: []int{0, 1, 2}},
+		{name: "three, reversed", creates: []int{1, 0, 2}, ends: []int{2, 1, 0}},
+		{name: "three, middle last", creates: []int{1, 1, 1}, ends: []int{2, 0, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			top := layout(t)
+			var sessions []*placeholder.Session
+			var all []string
+			for i, n := range c.creates {
+				s := begin(t, top)
+				sessions = append(sessions, s)
+				for j := range n {
+					p := filepath.Join(top, "ws", fmt.Sprintf("s%d-%d", i, j))
+					create(t, s, p, j%2 == 0, "")
+					all = append(all, p)
+				}
+			}
+			for k, i := range c.ends {
+				end(t, sessions[i])
+				last := k == len(c.ends)-1
+				for _, p := range all {
+					if got := describe(t, p); (got == "absent") != last {
+						t.Fatalf("after session %d ended (%d of %d), placeholder %s is %s", i, k+1, len(c.ends), filepath.Base(p), got)
+					}
+				}
+			}
+			if ms := manifests(t, top); len(ms) != 0 {
+				t.Errorf("after the last End, manifests %q remain", ms)
+			}
+			// A new run finds the paths free again.
+			s := begin(t, top)
+			create(t, s, all[0], true, "")
+			end(t, s)
+		})
+	}
+}
+
+// TestWorkspacesAreIndependent checks that a session of one workspace does
+// not keep another workspace's placeholders, nor remove them.
+func TestWorkspacesAreIndependent(t *testing.T) {
+	top := layout(t)
+	state := filepath.Join(top, "state")
+	ws2 := filepath.Join(top, "ws2")
+	os.Mkdir(ws2, 0o755)
+	a := begin(t, top)
+	create(t, a, filepath.Join(top, "ws", "p"), true, "")
+	b, err := placeholder.Begin(state, ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, b, filepath.Join(ws2, "p"), true, "")
+	end(t, b)
+	if got := describe(t, filepath.Join(ws2, "p")); got != "absent" {
+		t.Errorf("ws2's last session ended, yet its placeholder is %s", got)
+	}
+	if got := describe(t, filepath.Join(top, "ws", "p")); got == "absent" {
+		t.Errorf("ws2's session removed ws's placeholder, which a session of ws holds")
+	}
+	end(t, a)
+	if got := describe(t, filepath.Join(top, "ws", "p")); got != "absent" {
+		t.Errorf("ws's last session ended, yet its placeholder is %s", got)
+	}
+}
+
+// TestCleanupKeepsWhatChanged changes a placeholder while its session runs;
+// End must leave whatever the change left.
+func TestCleanupKeepsWhatChanged(t *testing.T) {
+	write := func(p, data string) error { return os.WriteFile(p, []byte(data), 0o644) }
+	cases := []struct {
+		name   string
+		dir    bool
+		change func(p string) error
+	}{
+		{name: "directory filled", dir: true, change: func(p string) error {
+			return write(filepath.Join(p, "hook"), "#!/bin/sh\n")
+		}},
+		{name: "directory given an empty subdirectory", dir: true, change: func(p string) error {
+			return os.Mkdir(filepath.Join(p, "sub"), 0o755)
+		}},
+		{name: "directory replaced by a file", dir: true, change: func(p string) error {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return write(p, "")
+		}},
+		{name: "directory replaced by another directory", dir: true, change: func(p string) error {
+			if err := os.Mkdir(p+".new", 0o755); err != nil {
+				return err
+			}
+			return unix.Rename(p+".new", p) // os.Rename refuses a directory as the target
+		}},
+		{name: "file filled beyond 64 bytes", change: func(p string) error {
+			return write(p, strings.Repeat("x", 100))
+		}},
+		{name: "file filled in place with a short config", change: func(p string) error {
+			return write(p, "repos: []\n")
+		}},
+		{name: "file replaced by rename", change: func(p string) error {
+			if err := write(p+".new", "mine\n"); err != nil {
+				return err
+			}
+			return os.Rename(p+".new", p)
+		}},
+		// ext4 gives the new file the inode number the placeholder had:
+		// the same device and inode are not the same file.
+		{name: "file removed and written anew", change: func(p string) error {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return write(p, "mine\n")
+		}},
+		{name: "file replaced by a directory", change: func(p string) error {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.Mkdir(p, 0o755)
+		}},
+		{name: "file removed", change: os.Remove},
+		{name: "directory removed", dir: true, change: os.Remove},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			top := layout(t)
+			s := begin(t, top)
+			p := filepath.Join(top, "ws", "placeholder")
+			create(t, s, p, c.dir, "")
+			if err := c.change(p); err != nil {
+				t.Fatal(err)
+			}
+			before := tree(t, filepath.Join(top, "ws"))
+			end(t, s)
+			after := tree(t, filepath.Join(top, "ws"))
+			for k, v := range before {
+				if after[k] != v {
+					t.Errorf("End changed %s from %s to %s; only an unchanged placeholder may be removed", k, v, describe(t, k))
+				}
+			}
+		})
+	}
+}
+
+// TestSymlinkPlanted replaces a placeholder, or the placeholder directory
+// it is in, with a symlink: End must neither follow it nor remove it, nor
+// anything it leads to.
+func TestSymlinkPlanted(t *testing.T) {
+	cases := []struct {
+		name  string
+		dir   bool
+		plant func(t *testing.T, top, p string)
+	}{
+		{name: "file placeholder replaced by a symlink to a small file", plant: func(t *testing.T, top, p string) {
+			target := filepath.Join(top, "outside", "small")
+			os.WriteFile(target, nil, 0o644)
+			replaceWithSymlink(t, p, target)
+		}},
+		{name: "directory placeholder replaced by a symlink to an empty directory", dir: true, plant: func(t *testing.T, top, p string) {
+			target := filepath.Join(top, "outside", "empty")
+			os.Mkdir(target, 0o755)
+			replaceWithSymlink(t, p, target)
+		}},
+		{name: "file placeholder moved aside, a symlink to it in its place", plant: func(t *testing.T, top, p string) {
+			if err := os.Rename(p, filepath.Join(top, "outside", "moved")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(top, "outside", "moved"), p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "directory placeholder moved aside, a symlink to it in its place", dir: true, plant: func(t *testing.T, top, p string) {
+			if err := os.Rename(p, filepath.Join(top, "outside", "moved")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(top, "outside", "moved"), p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			top := layout(t)
+			s := begin(t, top)
+			p := filepath.Join(top, "ws", "placeholder")
+			create(t, s, p, c.dir, "")
+			c.plant(t, top, p)
+			before := tree(t, top)
+			end(t, s)
+			after := tree(t, top)
+			for k, v := range before {
+				if k != filepath.Join(top, "state") && !strings.HasPrefix(k, filepath.Join(top, "state")+"/") && after[k] != v {
+					t.Errorf("End changed %s from %s to %s", k, v, describe(t, k))
+				}
+			}
+		})
+	}
+
+	// The placeholder directory on the way to a placeholder moved out of
+	// the workspace, and a symlink to it left where it was: End must not
+	// remove the inner placeholder through the symlink.
+	t.Run("parent placeholder replaced by a symlink", func(t *testing.T) {
+		top := layout(t)
+		s := begin(t, top)
+		parent := filepath.Join(top, "ws", ".husky")
+		create(t, s, parent, true, "")
+		create(t, s, filepath.Join(parent, "pre-commit"), false, "")
+		moved := filepath.Join(top, "outside", "moved")
+		if err := os.Rename(parent, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(moved, parent); err != nil {
+			t.Fatal(err)
+		}
+		end(t, s)
+		if got := describe(t, filepath.Join(moved, "pre-commit")); got != `file ""` {
+			t.Errorf("End removed %s (now %s) through the symlink %s", filepath.Join(moved, "pre-commit"), got, parent)
+		}
+		if got := describe(t, parent); got != "symlink to "+moved {
+			t.Errorf("the planted symlink is now %s", got)
+		}
+	})
+}
+
+func replaceWithSymlink(t *testing.T, p, target string) {
+	t.Helper()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKilledSession kills a process in the middle of its session, so that
+// it never ends it: its placeholders stay while another run holds the
+// workspace, and the next run to end last removes them.
+func TestKilledSession(t *testing.T) {
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	d, f := filepath.Join(ws, "d"), filepath.Join(ws, "d", "f")
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "CORDON_PLACEHOLDER_WS="+ws, "CORDON_PLACEHOLDER_STATE="+filepath.Join(top, "state"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("helper: %q", line)
+	}
+
+	// While the helper's session is alive, a run that ends leaves its
+	// placeholders.
+	s := begin(t, top)
+	end(t, s)
+	if got := describe(t, f); got != `file ""` {
+		t.Fatalf("a run ended while the helper still held the workspace, and its placeholder is %s", got)
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed = true
+	if got := describe(t, d); got != `dir ["f"]` {
+		t.Fatalf("after the kill, before another run, the placeholder is %s", got)
+	}
+	if ms := manifests(t, top); len(ms) != 1 {
+		t.Fatalf("the killed run left manifests %q, want one", ms)
+	}
+
+	// The next run to end last cleans up what the killed one left.
+	s = begin(t, top)
+	end(t, s)
+	for _, p := range []string{f, d} {
+		if got := describe(t, p); got != "absent" {
+			t.Errorf("the killed run's placeholder %s is %s after the next run ended", p, got)
+		}
+	}
+	if ms := manifests(t, top); len(ms) != 0 {
+		t.Errorf("manifests %q remain", ms)
+	}
+}
+
+// TestUnendedSessionInProcess leaves a session of this process open: the
+// runs that end meanwhile must leave its placeholders.
+func TestUnendedSessionInProcess(t *testing.T) {
+	top := layout(t)
+	open := begin(t, top)
+	p := filepath.Join(top, "ws", "held")
+	create(t, open, p, true, "")
+	for range 3 {
+		end(t, begin(t, top))
+	}
+	if got := describe(t, p); got != "dir []" {
+		t.Fatalf("runs that ended while a session was open removed its placeholder: %s", got)
+	}
+	end(t, open)
+	if got := describe(t, p); got != "absent" {
+		t.Errorf("after the open session ended, its placeholder is %s", got)
+	}
+}
+
+// TestBeginRefusesUntrustedState plants a runs directory others can write:
+// Begin refuses it and records nothing there.
+func TestBeginRefusesUntrustedState(t *testing.T) {
+	top := layout(t)
+	runs := filepath.Join(top, "state", "runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(runs, 0o777)
+	if s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws")); !errors.Is(err, refusal.UntrustedState) {
+		if err == nil {
+			s.End()
+		}
+		t.Fatalf("Begin with a runs directory of mode 0777: %v, want refusal.UntrustedState", err)
+	}
+	if entries, _ := os.ReadDir(runs); len(entries) != 0 {
+		t.Errorf("Begin wrote %s into the refused directory", entries[0].Name())
+	}
+}
+
+// TestHammer has many goroutines run sessions of one workspace at once,
+// each creating placeholders of its own. A placeholder must exist from its
+// creation to its session's end (no run removes what a live run holds),
+// and when every session has ended nothing is left.
+func TestHammer(t *testing.T) {
+	const goroutines, rounds = 16, 20
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*rounds)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				s, err := placeholder.Begin(state, ws)
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d round %d: Begin: %w", g, r, err)
+					return
+				}
+				var mine []string
+				for i := range 3 {
+					p := filepath.Join(ws, fmt.Sprintf("g%d-r%d-%d", g, r, i))
+					if err := s.Create(p, i%2 == 0, ""); err != nil {
+						errs <- fmt.Errorf("goroutine %d round %d: Create: %w", g, r, err)
+					}
+					mine = append(mine, p)
+				}
+				if r%3 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				for _, p := range mine {
+					if _, err := os.Lstat(p); err != nil {
+						errs <- fmt.Errorf("goroutine %d round %d: placeholder %s gone while its session runs: %v", g, r, filepath.Base(p), err)
+					}
+				}
+				if err := s.End(); err != nil {
+					errs <- fmt.Errorf("goroutine %d round %d: End: %w", g, r, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("after every session ended, %d placeholders remain: %q", len(names), names)
+	}
+	if ms := manifests(t, top); len(ms) != 0 {
+		t.Errorf("after every session ended, %d manifests remain", len(ms))
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(state, "runs"), &st); err != nil || st.Mode&0o777 != 0o700 {
+		t.Errorf("runs directory: mode %#o, %v", st.Mode&0o777, err)
+	}
+}
