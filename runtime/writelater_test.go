@@ -271,7 +271,10 @@ func TestFileToolsAndWasmRefuseWriteLater(t *testing.T) {
 		"mkdir .git/modules": func() error { return w.Mkdir(".git/modules", 0o755) },
 		"rename onto config": func() error { w.WriteFile("c", nil); return w.Rename("c", ".git/config") },
 		"open for append":    func() error { _, err := w.OpenFile(".git/config", os.O_WRONLY|os.O_APPEND, 0); return err },
-		"create hook":        func() error { _, err := w.OpenFile(".git/hooks/post-commit", os.O_WRONLY|os.O_CREATE, 0o755); return err },
+		"create hook": func() error {
+			_, err := w.OpenFile(".git/hooks/post-commit", os.O_WRONLY|os.O_CREATE, 0o755)
+			return err
+		},
 	} {
 		if err := op(); !errors.Is(err, guard.ErrWriteLater) {
 			t.Errorf("%s: %v; want ErrWriteLater", name, err)

@@ -88,7 +88,7 @@ func TestJSONErrorsAreOneObject(t *testing.T) {
 }
 
 // TestEditNeedsOldAndNew: fs edit without --new is a usage error, not a
-// deletion; --new '' deletes, explicitly.
+// deletion; --new ” deletes, explicitly.
 func TestEditNeedsOldAndNew(t *testing.T) {
 	ws := tempWorkspace(t)
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("keep this, drop that\n"), 0o644)
