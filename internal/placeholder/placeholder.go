@@ -257,9 +257,30 @@ func clean(dir string) error {
 		}
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return len(b.Path) - len(a.Path) })
+	// Each parent directory is opened once, without following a link.
+	parents := map[string]int{}
+	defer func() {
+		for _, fd := range parents {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
 	var errs []error
 	for _, e := range entries {
-		if err := removeIfUnchanged(e); err != nil {
+		dir := filepath.Dir(e.Path)
+		fd, ok := parents[dir]
+		if !ok {
+			var err error
+			if fd, err = openNoFollow(dir); err != nil {
+				fd = -1
+			}
+			parents[dir] = fd
+		}
+		if fd < 0 {
+			continue // gone, or not reachable without a link: leave it
+		}
+		if err := removeIfUnchanged(fd, e); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -272,15 +293,11 @@ func clean(dir string) error {
 // removeIfUnchanged removes e's path when it is still the placeholder:
 // the same inode, and an empty directory, or a file unchanged since it was
 // made (its ctime and size). The path is reached without
-// following a symlink in any component: a placeholder's parent swapped
-// for a link never leads the removal elsewhere.
-func removeIfUnchanged(e Entry) error {
-	dir, base := filepath.Split(e.Path)
-	dfd, err := openNoFollow(filepath.Clean(dir))
-	if err != nil {
-		return nil // gone, or not reachable without a link: leave it
-	}
-	defer unix.Close(dfd)
+// following a symlink in any component (dfd is its parent, opened so): a
+// placeholder's parent swapped for a link never leads the removal
+// elsewhere.
+func removeIfUnchanged(dfd int, e Entry) error {
+	base := filepath.Base(e.Path)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil

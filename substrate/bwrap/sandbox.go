@@ -280,8 +280,8 @@ func hiddenDirs(environ []string, h harness.Config) []string {
 	if home, ok := lookupEnv(environ, "HOME"); ok {
 		cands = append(cands, home)
 	}
-	if u, err := user.Current(); err == nil {
-		cands = append(cands, u.HomeDir)
+	if home := userHome(); home != "" {
+		cands = append(cands, home)
 	}
 	trusted := []string{h.StateDir(), h.CacheDir()}
 	var dirs []string
@@ -310,6 +310,15 @@ func hiddenDirs(environ []string, h harness.Config) []string {
 	}
 	return out
 }
+
+// userHome is the home directory of the user cordon runs as, from the
+// user database (the caller's HOME may name another): looked up once.
+var userHome = sync.OnceValue(func() string {
+	if u, err := user.Current(); err == nil {
+		return u.HomeDir
+	}
+	return ""
+})
 
 // systemDir reports whether d is a directory too broad or too needed to
 // hide: a top-level directory other than /home, /root and /run, or one
