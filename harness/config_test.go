@@ -17,7 +17,8 @@ var (
 	defaultState      = []string{".efferent", ".foundry"}
 	defaultWriteLater = []string{
 		".vscode/", ".idea/", ".zed/", ".cursor/", ".devcontainer/", ".devcontainer.json",
-		".claude/", ".mcp.json", ".gemini/", ".codex/", ".envrc",
+		".claude/", ".mcp.json", ".gemini/", ".codex/", ".windsurf/", ".continue/", ".opencode/", "opencode.json",
+		".aider.conf.yml", "mise.toml", ".mise.toml", ".envrc",
 	}
 )
 

@@ -65,7 +65,11 @@ var defaultWriteLater = []string{
 	// Editors and agents: tasks that run when a folder opens, MCP servers,
 	// hooks, interpreters and terminal profiles chosen by settings.
 	".vscode/", ".idea/", ".zed/", ".cursor/", ".devcontainer/", ".devcontainer.json",
-	".claude/", ".mcp.json", ".gemini/", ".codex/",
+	".claude/", ".mcp.json", ".gemini/", ".codex/", ".windsurf/", ".continue/", ".opencode/", "opencode.json",
+	// aider runs its configured lint and test commands by itself.
+	".aider.conf.yml",
+	// mise runs hooks and sets the environment when a shell enters the folder.
+	"mise.toml", ".mise.toml",
 	// direnv runs .envrc when a shell enters the folder.
 	".envrc",
 }

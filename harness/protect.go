@@ -148,7 +148,9 @@ const (
 	whyNoGit      = "the workspace has no git directory: one a tool created would be obeyed by the host's git"
 	whyBadGit     = "it is not a valid git directory: bound read-only whole, so that no tool makes it one"
 	whyRootHead   = "it keeps the workspace root from taking the shape of a git directory"
-	whyGitfile    = "it names the git directory git uses"
+	whyGitfile       = "it names the git directory git uses"
+	whyGitfileTarget = "the .git file names it as the git directory: a tool must not make it one"
+	whyRemotes       = "it holds remote configuration git obeys (URLs it pushes to and fetches from)"
 	whyInclude    = "git's configuration includes it"
 	whyHooksPath  = "git's core.hooksPath names it: git runs hooks from it"
 	whyHookConfig = "a git hook of the repository runs what it configures"
@@ -199,6 +201,7 @@ func (c Config) Protect(root string) (*Protected, error) {
 	if err := pr.git(); err != nil {
 		return nil, err
 	}
+	pr.linkTargets()
 	pr.pinAncestors()
 	for _, q := range pr.paths {
 		if err := pr.noSymlink(q.Rel); err != nil {
@@ -318,6 +321,20 @@ func (pr *protector) protectedErr(rel, format string, args ...any) error {
 // git finds the repository git would use at the workspace root and
 // protects what it would read or run.
 func (pr *protector) git() error {
+	if err := pr.gitRoot(); err != nil {
+		return err
+	}
+	// The root never takes the shape of a git directory: with HEAD
+	// protected, it is not one, whatever happens to .git (made invalid,
+	// or unreadable by a chmod of its owner) — unless it already is one.
+	if !pr.seen[pr.root] {
+		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
+	}
+	return nil
+}
+
+// gitRoot finds the repository git would use at the workspace root.
+func (pr *protector) gitRoot() error {
 	dotgit := filepath.Join(pr.root, ".git")
 	fi, err := os.Lstat(dotgit)
 	switch {
@@ -326,7 +343,6 @@ func (pr *protector) git() error {
 		if isGitDir(pr.root) {
 			return pr.gitDir(pr.root, pr.root)
 		}
-		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
 		return pr.enclosing()
 	case err != nil:
 		return pr.protectedErr(".git", "cannot be inspected: %v", err)
@@ -341,11 +357,23 @@ func (pr *protector) git() error {
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(pr.root, target)
 		}
+		target = filepath.Clean(target)
+		if rel, inside := pr.rel(target); inside {
+			if isGitDir(target) {
+				return pr.gitDir(target, pr.root)
+			}
+			// Named but not (yet) a git directory: git refuses to run
+			// until it is one, so no tool may make it one.
+			if rel != "" {
+				pr.add(Path{Rel: rel, Dir: true, Reason: whyGitfileTarget})
+			}
+			return nil
+		}
 		if r, err := filepath.EvalSymlinks(target); err == nil {
 			target = r
 		}
 		if !isGitDir(target) {
-			return nil // git refuses to run here: nothing it reads
+			return nil // outside and not a git directory: git refuses to run here
 		}
 		return pr.gitDir(target, pr.root)
 	case fi.IsDir() && isGitDir(dotgit):
@@ -355,7 +383,6 @@ func (pr *protector) git() error {
 		if isGitDir(pr.root) {
 			return pr.gitDir(pr.root, pr.root)
 		}
-		pr.add(Path{Rel: "HEAD", Reason: whyRootHead, MaskDir: true})
 		return pr.enclosing()
 	}
 	return pr.protectedErr(".git", "is neither a directory nor a file")
@@ -425,6 +452,8 @@ func (pr *protector) gitDir(gitdir, top string) error {
 			{Rel: join("modules"), Dir: true, Reason: whyNested, Keep: keep},
 			{Rel: join("worktrees"), Dir: true, Reason: whyNested, Keep: keep},
 			{Rel: join("HEAD"), Reason: whyHead, Keep: keep},
+			{Rel: join("remotes"), Dir: true, Reason: whyRemotes, Keep: keep},
+			{Rel: join("branches"), Dir: true, Reason: whyRemotes, Keep: keep},
 			{Rel: join("objects"), Dir: true, Mode: Pinned, Reason: whyGitPin},
 			{Rel: join("refs"), Dir: true, Mode: Pinned, Reason: whyGitPin},
 		} {
@@ -512,8 +541,15 @@ func (pr *protector) globalConfig(top string) error {
 	}
 	pr.seen["\x00global"] = true
 	opt := gitconf.Options{Home: pr.cfg.home}
+	// As git finds them: GIT_CONFIG_SYSTEM and GIT_CONFIG_GLOBAL name other
+	// files than /etc/gitconfig and ~/.gitconfig.
 	files := []string{"/etc/gitconfig"}
-	if pr.cfg.home != "" {
+	if f := os.Getenv("GIT_CONFIG_SYSTEM"); f != "" {
+		files = []string{f}
+	}
+	if f := os.Getenv("GIT_CONFIG_GLOBAL"); f != "" {
+		files = append(files, f)
+	} else if pr.cfg.home != "" {
 		files = append(files, filepath.Join(pr.cfg.home, ".gitconfig"))
 		xdg := os.Getenv("XDG_CONFIG_HOME")
 		if !filepath.IsAbs(xdg) {
@@ -523,22 +559,24 @@ func (pr *protector) globalConfig(top string) error {
 	}
 	var all []*gitconf.Config
 	for _, f := range files {
-		if cfg, err := gitconf.Read(f, opt); err == nil {
-			all = append(all, cfg)
+		if !filepath.IsAbs(f) {
+			continue
 		}
+		cfg, err := gitconf.Read(f, opt)
+		if err == nil {
+			all = append(all, cfg)
+			continue
+		}
+		// Unreadable: git refuses to run. But a file inside the workspace
+		// is the workspace's, and must stay as it is.
+		pr.protectFileAt(f, whyInclude)
 	}
 	return pr.protectConfig(all, top, "")
 }
 
 func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks string) error {
 	protectFile := func(abs, why string) error {
-		rel, ok := pr.rel(abs)
-		if !ok {
-			rel, ok = pr.rel(resolveExisting(abs)) // reached through a link outside
-		}
-		if ok && rel != "" {
-			pr.add(Path{Rel: rel, Reason: why})
-		}
+		pr.protectFileAt(abs, why)
 		return nil
 	}
 	hooks := defaultHooks
@@ -573,6 +611,18 @@ func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks stri
 		}
 	}
 	return nil
+}
+
+// protectFileAt protects the file abs, read by git later, when it is in
+// the workspace.
+func (pr *protector) protectFileAt(abs, why string) {
+	rel, ok := pr.rel(abs)
+	if !ok {
+		rel, ok = pr.rel(resolveExisting(abs)) // reached through a link outside
+	}
+	if ok && rel != "" {
+		pr.add(Path{Rel: rel, Reason: why})
+	}
 }
 
 // resolve makes a path from git's configuration absolute: "~/" is the
@@ -633,6 +683,53 @@ func hasHooks(dir string) bool {
 	return false
 }
 
+// maxScan bounds the entries linkTargets looks at in one protected
+// directory tree.
+const maxScan = 2000
+
+// linkTargets protects what a symlink inside a read-only directory points
+// at in the workspace (a hook linked to scripts/pre-commit, settings
+// linked to a shared file): the host follows the link later, so its target
+// is as much a write-later path as the link.
+func (pr *protector) linkTargets() {
+	seen := 0
+	var walk func(rel string, depth int)
+	walk = func(rel string, depth int) {
+		entries, err := os.ReadDir(filepath.Join(pr.root, rel))
+		if err != nil || depth > 6 {
+			return
+		}
+		for _, e := range entries {
+			if seen++; seen > maxScan {
+				return
+			}
+			child := rel + "/" + e.Name()
+			switch {
+			case e.Type()&fs.ModeSymlink != 0:
+				target, err := os.Readlink(filepath.Join(pr.root, child))
+				if err != nil {
+					continue
+				}
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(pr.root, rel, target)
+				}
+				target = filepath.Clean(target)
+				if trel, inside := pr.rel(target); inside && trel != "" {
+					fi, err := os.Stat(target)
+					pr.add(Path{Rel: trel, Dir: err == nil && fi.IsDir(), Reason: "a symlink in a protected directory (" + child + ") points at it"})
+				}
+			case e.IsDir():
+				walk(child, depth+1)
+			}
+		}
+	}
+	for _, q := range slices.Clone(pr.paths) {
+		if q.Mode == ReadOnly && q.Dir {
+			walk(q.Rel, 0)
+		}
+	}
+}
+
 // pinAncestors pins every directory on the way to a read-only path.
 func (pr *protector) pinAncestors() {
 	for _, q := range slices.Clone(pr.paths) {
@@ -673,8 +770,19 @@ func isGitDir(dir string) bool {
 	default:
 		return false
 	}
+	// objects and refs are the common directory's when commondir names
+	// one (a linked worktree's git directory).
+	common := dir
+	if data, err := readSmall(filepath.Join(dir, "commondir")); err == nil {
+		if c := strings.TrimSpace(string(data)); c != "" {
+			if !filepath.IsAbs(c) {
+				c = filepath.Join(dir, c)
+			}
+			common = c
+		}
+	}
 	for _, sub := range []string{"objects", "refs"} {
-		if st, err := os.Stat(filepath.Join(dir, sub)); err != nil || !st.IsDir() {
+		if st, err := os.Stat(filepath.Join(common, sub)); err != nil || !st.IsDir() {
 			return false
 		}
 	}

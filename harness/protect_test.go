@@ -139,11 +139,14 @@ func gitDirPaths(g string) map[string]string {
 	}
 	m := map[string]string{
 		j("HEAD"): "ro", j("config"): "ro", j("config.worktree"): "ro", j("commondir"): `ro content=".\n"`,
-		j("hooks"): "ro/", j("modules"): "ro/", j("worktrees"): "ro/",
+		j("hooks"): "ro/", j("modules"): "ro/", j("worktrees"): "ro/", j("remotes"): "ro/", j("branches"): "ro/",
 		j("objects"): "pin/", j("refs"): "pin/",
 	}
 	if g != "" {
 		m[g] = "pin/"
+		// The root keeps the shape of no git directory, whatever happens
+		// to this one.
+		m["HEAD"] = "ro mask"
 	}
 	return m
 }
@@ -222,11 +225,13 @@ var protectCases = []protectCase{
 	{name: "gitfile naming a git directory inside, relative", git: [][]string{{"init", "-q", "--bare", "ws/sub/gd"}}, fs: []string{"ws/.git: gitdir: sub/gd\n"},
 		want: merge(map[string]string{".git": "ro", "sub": "pin/"}, gitDirPaths("sub/gd"))},
 	{name: "gitfile naming a git directory outside", pre: []string{"outside/"}, git: [][]string{{"init", "-q", "--separate-git-dir=$T/outside/gd", "ws"}},
-		want: map[string]string{".git": "ro"}},
+		want: map[string]string{".git": "ro", "HEAD": "ro mask"}},
 	{name: "gitfile outside whose config names a hooks directory inside", pre: []string{"outside/"}, git: [][]string{
 		{"init", "-q", "--separate-git-dir=$T/outside/gd", "ws"}, {"-C", "ws", "config", "core.hooksPath", ".husky"}},
-		want: map[string]string{".git": "ro", ".husky": "ro/"}},
-	{name: "gitfile naming nothing", fs: []string{"ws/.git: gitdir: nowhere\n"}, want: map[string]string{".git": "ro"}},
+		want: map[string]string{".git": "ro", ".husky": "ro/", "HEAD": "ro mask"}},
+	// A gitfile naming a directory inside that is not a git directory yet:
+	// no tool may make it one.
+	{name: "gitfile naming nothing", fs: []string{"ws/.git: gitdir: nowhere\n"}, want: map[string]string{".git": "ro", "nowhere": "ro/", "HEAD": "ro mask"}},
 	{name: "gitfile without gitdir", fs: []string{"ws/.git: garbage\n"}, err: refusal.ProtectedPath},
 
 	// Hooks.
@@ -411,7 +416,7 @@ func TestProtectedCheck(t *testing.T) {
 		{".", harness.IsPinned, ""},
 		{"src/main.go", harness.Open, ""},
 		{"src", harness.Open, ""},
-		{"HEAD", harness.Open, ""},
+		{"HEAD", harness.InWriteLater, "HEAD"},
 
 		{".efferent", harness.InState, ".efferent"},
 		{".efferent/registry.json", harness.InState, ".efferent"},

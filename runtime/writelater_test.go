@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 	guard "github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -166,21 +167,25 @@ func TestConfigNamedFilesAreProtected(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "tools/fsmon"), 0o755)
 	cfg := filepath.Join(ws, ".git/config")
 	data, _ := os.ReadFile(cfg)
-	data = append(data, "[core]\n\thooksPath = .husky\n\tfsmonitor = tools/fsmon\n[include]\n\tpath = ../shared.gitconfig\n"...)
+	data = append(data, "[core]\n\thooksPath = .husky\n\tfsmonitor = tools/fsmon\n[include]\n\tpath = ../shared.gitconfig\n\tpath = ../inc/local.cfg\n"...)
 	os.WriteFile(cfg, data, 0o644)
 	marker := filepath.Join(b, "pwned")
 	script := attempt("husky", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > .husky/pre-commit", plantCommand(marker))) +
 		attempt("husky-new", "echo x > .husky/post-commit") +
 		attempt("include", fmt.Sprintf(`printf '[core]\n\tpager = "%s"\n' > shared.gitconfig`, plantCommand(marker))) +
 		attempt("fsmonitor", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > tools/fsmon", plantCommand(marker))) +
-		attempt("pre-commit", "echo 'repos: []' > .pre-commit-config.yaml")
+		attempt("pre-commit", "echo 'repos: []' > .pre-commit-config.yaml") +
+		attempt("include-parent", fmt.Sprintf(`mv inc inc.old && mkdir inc && printf '[core]\n\tpager = "%s"\n' > inc/local.cfg`, plantCommand(marker))) +
+		attempt("remotes", "mkdir -p .git/remotes && echo 'URL: /tmp/x' > .git/remotes/origin") +
+		attempt("chmod-git", "chmod 000 .git && echo 'ref: refs/heads/main' > HEAD")
 	res := run(t, newPolicy(ws), script)
 	for name, rc := range statuses(t, res.Stdout) {
 		if rc == "0" {
 			t.Errorf("attack %s succeeded", name)
 		}
 	}
-	for _, absent := range []string{"shared.gitconfig", ".pre-commit-config.yaml", ".husky/post-commit"} {
+	os.Chmod(filepath.Join(ws, ".git"), 0o755) // a chmod by the command would show here
+	for _, absent := range []string{"shared.gitconfig", ".pre-commit-config.yaml", ".husky/post-commit", "inc.old", ".git/remotes/origin"} {
 		if _, err := os.Lstat(filepath.Join(ws, absent)); err == nil {
 			t.Errorf("%s exists after the run", absent)
 		}
@@ -322,5 +327,68 @@ func TestTmpfsAreCapped(t *testing.T) {
 		if ok := want[name] == "0"; (rc == "0") != ok {
 			t.Errorf("%s: exit %s", name, rc)
 		}
+	}
+}
+
+// TestRunsOfOtherConfigurationsShareTheLock: two runs of one workspace
+// with different state directories (two users, two configurations) hold
+// one lock: the first to end does not remove the masks the other has
+// mounted.
+func TestRunsOfOtherConfigurationsShareTheLock(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	other := testHarness.WithStateDir(filepath.Join(t.TempDir(), "other-state"))
+	started := filepath.Join(ws, "started")
+	script := fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n", started) +
+		attempt("vscode", "mkdir -p .vscode/x") + attempt("git", "mkdir -p .git/hooks") + attempt("mcp", "rmdir .mcp.json && echo {} > .mcp.json")
+	var long runtime.Result
+	var wg sync.WaitGroup
+	wg.Go(func() { long = run(t, newPolicy(ws), script) })
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	run(t, bwrap.NewPolicy(ws, other), "true")
+	os.WriteFile(filepath.Join(ws, "done"), nil, 0o644)
+	wg.Wait()
+	for name, rc := range statuses(t, long.Stdout) {
+		if rc == "0" {
+			t.Errorf("attack %s of the long run succeeded after a run of another configuration ended", name)
+		}
+	}
+}
+
+// TestNestedRunsDoNotOverlap: while a run of an enclosing workspace goes
+// on, a run of a nested one does not start — the enclosing run's tool
+// could swap what the nested run is about to bind (a .git for a symlink
+// to a host repository).
+func TestNestedRunsDoNotOverlap(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	outer := workspace(t, b)
+	inner := filepath.Join(outer, "sub")
+	os.Mkdir(inner, 0o755)
+	started := filepath.Join(outer, "started")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		run(t, newPolicy(outer), fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done", started))
+	})
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := runSpec(context.Background(), Spec{Command: []string{"true"}, Policy: newPolicy(inner)})
+	os.WriteFile(filepath.Join(outer, "done"), nil, 0o644)
+	wg.Wait()
+	if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "enclosing workspace") {
+		t.Fatalf("a nested run while the enclosing one goes on: %v; want a refusal naming the enclosing run", err)
+	}
+	if res := run(t, newPolicy(inner), "echo ok"); res.Stdout != "ok\n" {
+		t.Errorf("the nested run, once the enclosing one ended: %v %q", res, res.Stderr)
 	}
 }

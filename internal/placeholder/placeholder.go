@@ -7,12 +7,23 @@
 // workspace is going on: since Linux 3.18, unlinking a path that is a
 // mount point in another mount namespace detaches that mount there, and
 // the other run's tool could then create the path it was kept from. So
-// every run of a workspace holds a shared lock (flock) on a per-user,
-// per-workspace lock file for as long as its sandbox may exist, records
-// each placeholder it creates in a manifest beside the lock, and the run
-// that ends last — the one that gets the lock exclusively — removes every
-// recorded placeholder that is still as created (same inode, still
-// empty), also those a killed run left behind.
+// every run of a workspace holds a shared lock (flock) on the workspace's
+// own lock file, <workspace>/<harness dir>/run.lock — one for every user
+// and every cordon configuration that runs there — for as long as its
+// sandbox may exist, and records each placeholder it creates in a manifest
+// in the per-user state directory (trusted: no tool can forge what cordon
+// will remove). The run that ends last — the one that gets the lock
+// exclusively — removes every recorded placeholder that is still as
+// created, also those a killed run left behind.
+//
+// # Nested workspaces
+//
+// A run of an enclosing workspace can change a nested one — rename a
+// directory the nested run is about to bind, swap it for a symlink — and
+// bubblewrap resolves bind paths when it mounts. So a run does not start
+// while a run of an enclosing workspace is going on, and holds the lock of
+// every enclosing workspace exclusively for as long as it runs: no run of
+// an enclosing workspace starts meanwhile.
 package placeholder
 
 import (
@@ -46,6 +57,7 @@ const maxManifest = 1 << 20
 // Session is one run's hold on a workspace's placeholders.
 type Session struct {
 	lock     *os.File
+	outer    []*os.File // the enclosing workspaces' locks, held exclusively
 	dir      string // the workspace's manifest directory
 	manifest *os.File
 
@@ -68,10 +80,20 @@ type Entry struct {
 	Size int64 `json:"size"`
 }
 
+// LockName is the name of a workspace's lock file in its harness
+// directory.
+const LockName = "run.lock"
+
+// ErrNested: a run of an enclosing workspace is going on.
+var ErrNested = errors.New("a run of an enclosing workspace is going on")
+
 // Begin takes the shared lock of the workspace (absolute, canonical) in
-// the per-user state directory stateDir, and returns the session that
-// creates its placeholders. End it when the sandbox is gone.
-func Begin(stateDir, workspace string) (*Session, error) {
+// its harness directory harnessDir (created mode 0700 when missing), and
+// the lock of every enclosing workspace exclusively; the manifests live
+// in the per-user state directory stateDir. It fails with [ErrNested]
+// when an enclosing workspace has a run going on. End the session when the
+// sandbox is gone.
+func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	sum := sha256.Sum256([]byte(workspace))
 	key := hex.EncodeToString(sum[:16])
 	runs, err := userdir.EnsurePath(stateDir, "runs")
@@ -82,15 +104,66 @@ func Begin(stateDir, workspace string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if harnessDir == "" || strings.ContainsRune(harnessDir, '/') {
+		return nil, fmt.Errorf("placeholder: harness directory %q is not one path component", harnessDir)
+	}
+	hd := filepath.Join(workspace, harnessDir)
+	if err := os.Mkdir(hd, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("cannot create %s for the run lock: %w", hd, err)
+	}
+	if fi, err := os.Lstat(hd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cannot take the run lock of %s: %s is a symlink or not a directory", workspace, hd)
+	}
+	lock, err := os.OpenFile(filepath.Join(hd, LockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
 	}
-	if err := flock(lock, unix.LOCK_SH, lockWait); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("cannot take the run lock of %s: %w", workspace, err)
+	s := &Session{lock: lock, dir: dir}
+	// The enclosing workspaces first, so that two nested runs starting at
+	// once take the locks in the same order.
+	for _, outer := range enclosing(workspace, harnessDir) {
+		f, err := os.OpenFile(outer, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue // gone, or not ours: no run of ours holds it
+		}
+		if err := flock(f, unix.LOCK_EX, 0); err != nil {
+			f.Close()
+			s.release()
+			return nil, fmt.Errorf("%w (%s)", ErrNested, filepath.Dir(filepath.Dir(outer)))
+		}
+		s.outer = append(s.outer, f)
 	}
-	return &Session{lock: lock, dir: dir}, nil
+	if err := flock(lock, unix.LOCK_SH, lockWait); err != nil {
+		s.release()
+		return nil, fmt.Errorf("cannot take the run lock of %s (a run of a nested workspace may be going on): %w", workspace, err)
+	}
+	return s, nil
+}
+
+// enclosing lists the lock files of the workspaces that enclose workspace,
+// nearest last.
+func enclosing(workspace, harnessDir string) []string {
+	var out []string
+	for dir := filepath.Dir(workspace); ; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, harnessDir, LockName)
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			out = append(out, p)
+		}
+		if dir == "/" {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// release lets go of every lock the session holds.
+func (s *Session) release() {
+	for _, f := range s.outer {
+		f.Close()
+	}
+	s.outer = nil
+	s.lock.Close()
 }
 
 func flock(f *os.File, how int, wait time.Duration) error {
@@ -204,7 +277,7 @@ func (s *Session) End() error {
 	}
 	recorded := s.manifest != nil
 	s.mu.Unlock()
-	defer s.lock.Close()
+	defer s.release()
 	// Converting the lock releases it first: a run that starts meanwhile
 	// takes it shared, and then this one leaves the placeholders to it.
 	if err := flock(s.lock, unix.LOCK_EX, 0); err != nil {

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 // latest, a minute has passed).
 func helperMain() int {
 	ws := os.Getenv("CORDON_PLACEHOLDER_WS")
-	s, err := placeholder.Begin(os.Getenv("CORDON_PLACEHOLDER_STATE"), ws)
+	s, err := placeholder.Begin(os.Getenv("CORDON_PLACEHOLDER_STATE"), ws, ".efferent")
 	if err == nil {
 		err = s.Create(filepath.Join(ws, "d"), true, "")
 	}
@@ -73,7 +73,7 @@ func layout(t *testing.T) string {
 
 func begin(t *testing.T, top string) *placeholder.Session {
 	t.Helper()
-	s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"))
+	s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"), ".efferent")
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
@@ -286,7 +286,7 @@ func TestWorkspacesAreIndependent(t *testing.T) {
 	os.Mkdir(ws2, 0o755)
 	a := begin(t, top)
 	create(t, a, filepath.Join(top, "ws", "p"), true, "")
-	b, err := placeholder.Begin(state, ws2)
+	b, err := placeholder.Begin(state, ws2, ".efferent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestBeginRefusesUntrustedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(runs, 0o777)
-	if s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws")); !errors.Is(err, refusal.UntrustedState) {
+	if s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"), ".efferent"); !errors.Is(err, refusal.UntrustedState) {
 		if err == nil {
 			s.End()
 		}
@@ -575,6 +575,49 @@ func TestBeginRefusesUntrustedState(t *testing.T) {
 // each creating placeholders of its own. A placeholder must exist from its
 // creation to its session's end (no run removes what a live run holds),
 // and when every session has ended nothing is left.
+// TestNestedSessions: a session of a workspace does not begin while one
+// of an enclosing workspace is going on, and one of an enclosing
+// workspace waits while one of a nested workspace is going on.
+func TestNestedSessions(t *testing.T) {
+	top := t.TempDir()
+	state := filepath.Join(top, "state")
+	outer := filepath.Join(top, "outer")
+	inner := filepath.Join(outer, "sub", "inner")
+	os.MkdirAll(inner, 0o755)
+	o, err := placeholder.Begin(state, outer, ".efferent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := placeholder.Begin(state, inner, ".efferent"); !errors.Is(err, placeholder.ErrNested) {
+		if s != nil {
+			s.End()
+		}
+		t.Fatalf("a nested session began while the enclosing one goes on: %v", err)
+	}
+	o.End()
+	i, err := placeholder.Begin(state, inner, ".efferent")
+	if err != nil {
+		t.Fatalf("a nested session after the enclosing one ended: %v", err)
+	}
+	began := make(chan error, 1)
+	go func() {
+		s, err := placeholder.Begin(state, outer, ".efferent")
+		if err == nil {
+			s.End()
+		}
+		began <- err
+	}()
+	select {
+	case err := <-began:
+		t.Fatalf("an enclosing session began while a nested one goes on: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	i.End()
+	if err := <-began; err != nil {
+		t.Fatalf("the enclosing session, once the nested one ended: %v", err)
+	}
+}
+
 func TestHammer(t *testing.T) {
 	const goroutines, rounds = 16, 20
 	top := layout(t)
@@ -586,7 +629,7 @@ func TestHammer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
-				s, err := placeholder.Begin(state, ws)
+				s, err := placeholder.Begin(state, ws, ".efferent")
 				if err != nil {
 					errs <- fmt.Errorf("goroutine %d round %d: Begin: %w", g, r, err)
 					return
@@ -618,11 +661,14 @@ func TestHammer(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
-		var names []string
-		for _, e := range entries {
+	var names []string
+	entries, _ := os.ReadDir(ws)
+	for _, e := range entries {
+		if e.Name() != ".efferent" { // the harness directory holding the run lock
 			names = append(names, e.Name())
 		}
+	}
+	if len(names) != 0 {
 		t.Errorf("after every session ended, %d placeholders remain: %q", len(names), names)
 	}
 	if ms := manifests(t, top); len(ms) != 0 {

@@ -117,7 +117,14 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	s := &Sandbox{policy: p}
 	var pins, protected []string
 	if p.access == AccessWrite {
+		if err := s.begin(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		// Found under the run lock: no run of an enclosing workspace
+		// changes what it reads meanwhile.
 		if s.protected, err = p.harness.Protect(ws); err != nil {
+			s.Close()
 			return nil, err
 		}
 		if pins, protected, err = s.protect(); err != nil {
@@ -181,16 +188,15 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 // the directories to pin (bind onto themselves) and the paths to bind
 // read-only, creating harness directories and placeholders for what is
 // absent.
-func (s *Sandbox) protect() (pins, protected []string, err error) {
+// begin creates the harness directories (mode 0700, kept) and takes the
+// workspace's run lock: every run of the workspace holds it, also one that
+// creates no placeholder (those another run made are mounted here too, and
+// must outlast this run), and no run starts while one of an enclosing
+// workspace is going on (its tool could swap what this one binds).
+func (s *Sandbox) begin() error {
 	p := s.policy
 	ws := p.workspace
-	// Every run of the workspace holds the placeholder lock, also one that
-	// creates none: the placeholders another run made are mounted here
-	// too, and must outlast this run.
-	if s.session, err = placeholder.Begin(p.harness.StateDir(), ws); err != nil {
-		return nil, nil, &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
-	}
-	for _, h := range s.protected.State() {
+	for _, h := range p.harness.State() {
 		path := filepath.Join(ws, h)
 		fi, err := os.Lstat(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -199,23 +205,51 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 			}
 		}
 		if err != nil {
-			return nil, nil, &Error{Op: "start", Path: h, Root: ws, Err: ErrSetup, Cause: err, detail: fmt.Sprintf("cannot create harness state %s: %v", h, err)}
+			return &Error{Op: "start", Path: h, Root: ws, Err: ErrSetup, Cause: err, detail: fmt.Sprintf("cannot create harness state %s: %v", h, err)}
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-			return nil, nil, &Error{Op: "start", Path: h, Root: ws, Err: ErrProtectedPath, detail: "a symlink or not a directory"}
+			return &Error{Op: "start", Path: h, Root: ws, Err: ErrProtectedPath, detail: "a symlink or not a directory"}
 		}
-		protected = append(protected, path)
 	}
-	for _, q := range s.protected.Paths() {
+	sess, err := placeholder.Begin(p.harness.StateDir(), ws, p.harness.RegistryDir())
+	if errors.Is(err, placeholder.ErrNested) {
+		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err,
+			detail: "a run of an enclosing workspace is going on, and its commands could change this workspace while its sandbox is set up; run one at a time (" + err.Error() + ")"}
+	}
+	if err != nil {
+		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
+	}
+	s.session = sess
+	return nil
+}
+
+func (s *Sandbox) protect() (pins, protected []string, err error) {
+	p := s.policy
+	ws := p.workspace
+	for _, h := range s.protected.State() {
+		protected = append(protected, filepath.Join(ws, h))
+	}
+	// Placeholders first: a directory made on the way to one (an absent
+	// parent of an absent include) is pinned like any other.
+	paths := s.protected.Paths()
+	for _, q := range paths {
+		if q.Mode != harness.ReadOnly {
+			continue
+		}
+		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := s.placeholder(q); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, nil, &Error{Op: "start", Path: q.Rel, Root: ws, Err: ErrSetup, Cause: err,
+				detail: fmt.Sprintf("cannot protect %s: %v", q.Rel, err)}
+		}
+	}
+	for _, q := range paths {
 		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
 		fi, err := os.Lstat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			if q.Mode == harness.Pinned {
-				continue // nothing there to keep in place
-			}
-			if err = s.placeholder(q); err == nil || errors.Is(err, fs.ErrExist) {
-				fi, err = os.Lstat(path)
-			}
+		if errors.Is(err, fs.ErrNotExist) && q.Mode == harness.Pinned {
+			continue // nothing there to keep in place
 		}
 		if err != nil {
 			return nil, nil, &Error{Op: "start", Path: q.Rel, Root: ws, Err: ErrSetup, Cause: err,
