@@ -139,23 +139,23 @@ func (p *Protected) String() string {
 
 // Reasons for the protected paths.
 const (
-	whyConfig     = "git reads its configuration from it"
-	whyHooks      = "git runs hooks from it"
-	whyCommondir  = "it moves git to another git directory's configuration and hooks"
-	whyNested     = "it holds the git directories of submodules or worktrees, each with configuration and hooks of its own"
-	whyHead       = "it keeps the git directory valid, so that git does not look elsewhere for one"
-	whyGitPin     = "the git directory must stay valid and in place"
-	whyNoGit      = "the workspace has no git directory: one a tool created would be obeyed by the host's git"
-	whyBadGit     = "it is not a valid git directory: bound read-only whole, so that no tool makes it one"
-	whyRootHead   = "it keeps the workspace root from taking the shape of a git directory"
+	whyConfig        = "git reads its configuration from it"
+	whyHooks         = "git runs hooks from it"
+	whyCommondir     = "it moves git to another git directory's configuration and hooks"
+	whyNested        = "it holds the git directories of submodules or worktrees, each with configuration and hooks of its own"
+	whyHead          = "it keeps the git directory valid, so that git does not look elsewhere for one"
+	whyGitPin        = "the git directory must stay valid and in place"
+	whyNoGit         = "the workspace has no git directory: one a tool created would be obeyed by the host's git"
+	whyBadGit        = "it is not a valid git directory: bound read-only whole, so that no tool makes it one"
+	whyRootHead      = "it keeps the workspace root from taking the shape of a git directory"
 	whyGitfile       = "it names the git directory git uses"
 	whyGitfileTarget = "the .git file names it as the git directory: a tool must not make it one"
 	whyRemotes       = "it holds remote configuration git obeys (URLs it pushes to and fetches from)"
-	whyInclude    = "git's configuration includes it"
-	whyHooksPath  = "git's core.hooksPath names it: git runs hooks from it"
-	whyHookConfig = "a git hook of the repository runs what it configures"
-	whyAncestor   = "a protected path is inside it"
-	whyStatic     = "an editor, agent or shell runs commands from it later"
+	whyInclude       = "git's configuration includes it"
+	whyHooksPath     = "git's core.hooksPath names it: git runs hooks from it"
+	whyHookConfig    = "a git hook of the repository runs what it configures"
+	whyAncestor      = "a protected path is inside it"
+	whyStatic        = "an editor, agent or shell runs commands from it later"
 )
 
 // hookManagerConfigs are the configuration files of git-hook managers:

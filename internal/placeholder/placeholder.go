@@ -58,7 +58,7 @@ const maxManifest = 1 << 20
 type Session struct {
 	lock     *os.File
 	outer    []*os.File // the enclosing workspaces' locks, held exclusively
-	dir      string // the workspace's manifest directory
+	dir      string     // the workspace's manifest directory
 	manifest *os.File
 
 	mu      sync.Mutex
