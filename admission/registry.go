@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,15 +12,18 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/keystore"
+	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
 )
 
@@ -117,6 +121,77 @@ func OpenRegistry(cfg RegistryConfig) (*Registry, error) {
 func (r *Registry) keyStore() (*keystore.Store, error) {
 	r.keysOnce.Do(func() { r.keys, r.keysErr = keystore.Open(r.state) })
 	return r.keys, r.keysErr
+}
+
+// The current grant of each tool, by its MAC, is recorded in the per-user
+// state directory, under registry/<workspace key>/<tool>: a grant whose
+// MAC is authentic but not current — an older grant, or a removed tool's,
+// restored from a copy a tool kept — is refused.
+const currentDir = "registry"
+
+// currentFile returns the directory of this workspace's records.
+func (r *Registry) currentPath() (string, error) {
+	sum := sha256.Sum256([]byte(r.root))
+	return userdir.EnsurePath(r.state, currentDir, hex.EncodeToString(sum[:16]))
+}
+
+// current returns the MACs a grant of name may have: the current one,
+// and during a registration the one it replaces.
+func (r *Registry) current(name string) ([]string, error) {
+	dir, err := r.currentPath()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(data)), nil
+}
+
+// setCurrent records macs as the grants of name may have (none: the tool
+// is removed).
+func (r *Registry) setCurrent(name string, macs ...string) error {
+	dir, err := r.currentPath()
+	if err != nil {
+		return err
+	}
+	target := filepath.Join(dir, name)
+	if len(macs) == 0 {
+		if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(dir, "."+name+"."+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strings.Join(macs, "\n") + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, target)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // grantEnvelope is a grant file: the grant's JSON and its MAC.
@@ -308,11 +383,25 @@ func (r *Registry) Register(adm *Admission) (replaced *Grant, err error) {
 	if old != nil && old.Tool != g.Tool {
 		old = nil
 	}
+	// The new grant is made current with the old one first, so that
+	// either file authenticates until the rename is done.
+	was, err := r.current(g.Tool)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.setCurrent(g.Tool, append(slices.Clone(was), mac)...); err != nil {
+		return nil, err
+	}
 	if err := r.step("publish-grant"); err != nil {
+		r.setCurrent(g.Tool, was...)
 		return nil, err
 	}
 	if err := sd.Rename("grant.json", grants, g.Tool+".json"); err != nil {
+		r.setCurrent(g.Tool, was...)
 		return nil, err
+	}
+	if err := r.setCurrent(g.Tool, mac); err != nil {
+		r.logger.Warn("cannot record the current grant", "tool", g.Tool, "err", err)
 	}
 	if err := grants.Sync(); err != nil {
 		r.logger.Warn("cannot sync the grants directory", "err", err)
@@ -437,6 +526,13 @@ func (r *Registry) readGrant(grants *dirfd.Dir, name string) (*Grant, error) {
 	if !hmac.Equal([]byte(want), []byte(env.MAC)) {
 		return nil, untrusted("its MAC does not match: it was forged, edited, or moved here from another tool or workspace")
 	}
+	cur, err := r.current(name)
+	if err != nil {
+		return nil, untrusted("this user's record of its current grant cannot be read: %v", err)
+	}
+	if !slices.Contains(cur, env.MAC) {
+		return nil, untrusted("it is not the grant last admitted for this tool here (an older or removed tool's grant, restored from a copy)")
+	}
 	var g Grant
 	if err := json.Unmarshal(env.Grant, &g); err != nil {
 		return nil, fmt.Errorf("grant of %q: %v", name, err)
@@ -484,6 +580,9 @@ func (r *Registry) Remove(name string) (*Grant, error) {
 	old, _ := r.readGrant(grants, name) // a forged grant is removed all the same
 	if err := grants.Remove(name + ".json"); err != nil {
 		return nil, registryErr("remove", name, err)
+	}
+	if err := r.setCurrent(name); err != nil {
+		r.logger.Warn("cannot clear the record of the removed grant", "tool", name, "err", err)
 	}
 	grants.Sync()
 	r.logger.Info("removed", "tool", name)

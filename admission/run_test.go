@@ -211,3 +211,41 @@ func TestPrepareRefusesWhenProgramGone(t *testing.T) {
 		t.Fatalf("Prepare = %v", err)
 	}
 }
+
+// TestOldGrantsDoNotReplay: a grant kept from before — the tool admitted
+// again with less, or removed — and put back is authentic but not
+// current, and is refused.
+func TestOldGrantsDoNotReplay(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.reg.Register(f.admit(t, decl("replay", `["true"]`, nil, "fs.read:workspace", "fs.write:workspace"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	grant := filepath.Join(f.reg.Dir(), "grants", "replay.json")
+	kept, err := os.ReadFile(grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		os.Remove(grant)
+		if err := os.WriteFile(grant, kept, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.reg.Register(f.admit(t, decl("replay", `["true"]`, nil, "fs.read:workspace"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	if _, err := f.a.Prepare(context.Background(), f.reg, "replay", nil); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "not the grant last admitted") {
+		t.Fatalf("an older grant put back: %v", err)
+	}
+	if _, err := f.reg.Register(f.admit(t, decl("replay", `["true"]`, nil, "fs.read:workspace"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reg.Remove("replay"); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	if _, err := f.reg.Load("replay"); !errors.Is(err, refusal.UntrustedState) {
+		t.Fatalf("a removed tool's grant put back: %v", err)
+	}
+}

@@ -61,6 +61,13 @@ type Protected struct {
 	root  string
 	state []string
 	paths []Path
+	// The root repository's index and the submodules it named when the
+	// set was found ([Protected.Quarantine]).
+	index     string
+	indexStat os.FileInfo
+	hashSize  int
+	gitlinks  []string
+	registry  string
 }
 
 // Root returns the canonical workspace the set belongs to.
@@ -214,7 +221,12 @@ func (c Config) Protect(root string) (*Protected, error) {
 		}
 		return strings.Compare(a.Rel, b.Rel)
 	})
-	return &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths}, nil
+	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
+		index: pr.indexFile, hashSize: pr.hashSize, gitlinks: pr.gitlinks, registry: c.RegistryDir()}
+	if pr.indexFile != "" {
+		out.indexStat, _ = os.Lstat(pr.indexFile)
+	}
+	return out, nil
 }
 
 // CheckWorkspace refuses a workspace that is, contains or lies inside
@@ -279,6 +291,11 @@ type protector struct {
 	seen  map[string]bool // git directories visited
 	dirs  int
 	links map[string]bool // workspace-relative path → is a symlink
+	// The root repository's index and its gitlinks, when the repository
+	// is the workspace's own.
+	indexFile string
+	hashSize  int
+	gitlinks  []string
 }
 
 // add records q unless a read-only directory already covers it; a
@@ -458,6 +475,11 @@ func (pr *protector) gitDir(gitdir, top string) error {
 			{Rel: join("refs"), Dir: true, Mode: Pinned, Reason: whyGitPin},
 		} {
 			pr.add(q)
+		}
+	}
+	if top == pr.root && pr.indexFile == "" {
+		if err := pr.submodules(gitdir, top); err != nil {
+			return err
 		}
 	}
 	// commondir moves the configuration and hooks to another directory.

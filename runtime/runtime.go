@@ -235,6 +235,15 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 		call.Workspace = ws
 	}
 	out, err := engine.Run(ctx, call)
+	if call.Workspace != nil && policy.Write {
+		if prot, perr := call.Workspace.Protected(); perr == nil {
+			notes, qerr := prot.Quarantine()
+			res.Notes = append(res.Notes, notes...)
+			if qerr != nil {
+				res.Notes = append(res.Notes, "after the run: "+qerr.Error())
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, wasm.ErrCanceled):
 		res.Canceled, err = true, nil
@@ -242,7 +251,7 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 		return err
 	}
 	res.Outcome = substrate.Outcome{
-		ExitCode: out.ExitCode, TimedOut: out.TimedOut, Canceled: res.Canceled, Duration: out.Duration,
+		ExitCode: out.ExitCode, TimedOut: out.TimedOut, Canceled: res.Canceled, Duration: out.Duration, Notes: res.Notes,
 	}
 	if out.Stdout != nil {
 		res.Stdout, res.StdoutBytes, res.StdoutClipped = out.Stdout.String(), out.Stdout.Total(), out.Stdout.Clipped()

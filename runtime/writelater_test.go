@@ -392,3 +392,41 @@ func TestNestedRunsDoNotOverlap(t *testing.T) {
 		t.Errorf("the nested run, once the enclosing one ended: %v %q", res, res.Stderr)
 	}
 }
+
+// TestSubmodulesAreNotAWayIn: git status at the workspace root enters
+// every submodule the index names and obeys that repository's
+// configuration. The entry of an existing submodule is read-only; a
+// repository a run enters in the index itself is moved out of git's way
+// when the run is over, and the result says so.
+func TestSubmodulesAreNotAWayIn(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	lib := filepath.Join(b, "lib")
+	os.Mkdir(lib, 0o755)
+	gitRepo(t, lib)
+	if out := hostGit(t, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib"); out != "" {
+		t.Fatalf("git submodule add: %s", out)
+	}
+	hostGit(t, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "submodule")
+	marker := filepath.Join(b, "pwned")
+	script := attempt("redirect-existing", "echo 'gitdir: ../../evil' > vendor/lib/.git") +
+		fmt.Sprintf(`git init -q sub && printf '#!/bin/sh\n%s\n' > sub/fsm && chmod +x sub/fsm && git -C sub config core.fsmonitor "$PWD/sub/fsm" &&
+git -C sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub && echo ENTERED
+`, plantCommand(marker))
+	res := run(t, newPolicy(ws), script)
+	if !strings.Contains(res.Stdout, "ENTERED") {
+		t.Fatalf("the command could not enter its repository in the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	if statuses(t, strings.Replace(res.Stdout, "ENTERED\n", "", 1))["redirect-existing"] == "0" {
+		t.Errorf("an existing submodule's .git could be rewritten")
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved sub/.git") {
+		t.Errorf("the result's notes %q do not say the repository was moved", res.Notes)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "sub", ".git")); err == nil {
+		t.Errorf("sub/.git is still where git would enter it")
+	}
+	afterGit(t, ws, marker)
+}

@@ -100,6 +100,9 @@ func runExec(e *env, args []string) int {
 		if !res.Sandboxed {
 			fmt.Fprintln(e.stderr, "cordon: ran without a sandbox (--no-sandbox)")
 		}
+		for _, n := range res.Notes {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", n)
+		}
 		if res.TimedOut {
 			fmt.Fprintf(e.stderr, "cordon: timed out after %v; the process tree was killed (%s)\n", timeout.Round(time.Millisecond), res.Signal)
 		}
@@ -204,6 +207,7 @@ func resultJSON(r runtime.Result) map[string]any {
 		"stdout": r.Stdout, "stderr": r.Stderr, "stdout_bytes": r.StdoutBytes, "stderr_bytes": r.StderrBytes,
 		"stdout_clipped": r.StdoutClipped, "stderr_clipped": r.StderrClipped,
 		"duration_ms": r.Duration.Milliseconds(), "substrate": r.Substrate, "sandboxed": r.Sandboxed, "mechanisms": m,
+		"notes": nonNil(r.Notes),
 	}
 	if r.Tool != "" {
 		out["tool"], out["digest"], out["regranted"] = r.Tool, r.Digest, r.Regranted

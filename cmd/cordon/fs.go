@@ -20,6 +20,28 @@ const fsUsage = `usage: cordon fs read|write|list|stat|edit [-w DIR] [--json] PA
   list PATH                     list a directory
   stat PATH                     type, size, mode, mtime`
 
+// afterWrite moves out of git's way a repository that a write entered in
+// the index as a submodule (see harness.Protected.Quarantine), and says
+// so; it returns the notes.
+func (e *env) afterWrite(ws *workspace.Workspace) []string {
+	notes := []string{}
+	p, err := ws.Protected()
+	if err != nil {
+		return notes
+	}
+	moved, err := p.Quarantine()
+	notes = append(notes, moved...)
+	if err != nil {
+		notes = append(notes, "after the write: "+err.Error())
+	}
+	if !e.json {
+		for _, n := range notes {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", n)
+		}
+	}
+	return notes
+}
+
 func runFS(e *env, args []string) int {
 	if len(args) == 0 {
 		return e.usageError("fs needs an operation\n" + fsUsage)
@@ -86,15 +108,17 @@ func runFS(e *env, args []string) int {
 		if err := ws.WriteFile(name, data); err != nil {
 			return e.fail(err)
 		}
+		notes := e.afterWrite(ws)
 		if e.json {
-			e.printJSON(map[string]any{"path": name, "bytes": len(data)})
+			e.printJSON(map[string]any{"path": name, "bytes": len(data), "notes": notes})
 		}
 	case "edit":
 		if err := ws.Edit(name, old, new); err != nil {
 			return e.fail(err)
 		}
+		notes := e.afterWrite(ws)
 		if e.json {
-			e.printJSON(map[string]any{"path": name, "replaced": 1})
+			e.printJSON(map[string]any{"path": name, "replaced": 1, "notes": notes})
 		}
 	case "list":
 		entries, truncated, err := ws.List(name)

@@ -83,6 +83,9 @@ func runRun(e *env, args []string) int {
 	for _, r := range res.Refusals {
 		fmt.Fprintf(e.stderr, "cordon: refused: %s\n", r.Message)
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(e.stderr, "cordon: %s\n", n)
+	}
 	switch {
 	case res.TimedOut:
 		fmt.Fprintf(e.stderr, "cordon: tool %q ran out of its time (%v); it was stopped (%s)\n", name, p.Grant.Time(), res.Signal)

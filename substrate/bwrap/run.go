@@ -140,6 +140,12 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	if refused != nil {
 		return substrate.Outcome{}, refused
 	}
+	// Every process of the run is gone: what it left in the index is
+	// final.
+	if p := sb.Protected(); p != nil {
+		notes, err := p.Quarantine()
+		o.Notes = append(notes, errNotes(err)...)
+	}
 	ran := sb.ran()
 	switch {
 	case ran:
@@ -153,6 +159,14 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
 	}
 	return substrate.Outcome{}, sb.Failure(ctx, o.Stderr)
+}
+
+// errNotes turns a failure of the after-run checks into notes.
+func errNotes(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return []string{"after the run: " + err.Error()}
 }
 
 // errInitGone: the process bwrap reported ended before it could be

@@ -1,0 +1,223 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxIndex bounds the git index read for gitlinks.
+const maxIndex = 256 << 20
+
+// gitlinkMode is the mode of an index entry that is a submodule: git
+// enters the repository at that path (git status runs git there, and that
+// git reads the repository's configuration).
+const gitlinkMode = 0o160000
+
+// gitlinks returns the paths of the index's gitlink entries (submodules),
+// relative to the work tree. hashSize is 20 (SHA-1) or 32 (SHA-256). A
+// missing index has none.
+func gitlinks(index string, hashSize int) ([]string, error) {
+	f, err := os.OpenFile(index, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	} else if st.Size() > maxIndex {
+		return nil, fmt.Errorf("larger than %d bytes", maxIndex)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
+	if err != nil {
+		return nil, err
+	}
+	return parseGitlinks(data, hashSize)
+}
+
+// parseGitlinks reads the gitlink entries of a git index (versions 2, 3
+// and 4; see git's Documentation/gitformat-index.txt).
+func parseGitlinks(data []byte, hashSize int) ([]string, error) {
+	if len(data) < 12 || string(data[:4]) != "DIRC" {
+		return nil, errors.New("not a git index")
+	}
+	version := binary.BigEndian.Uint32(data[4:8])
+	if version < 2 || version > 4 {
+		return nil, fmt.Errorf("index version %d", version)
+	}
+	count := binary.BigEndian.Uint32(data[8:12])
+	var out []string
+	off := 12
+	prev := ""
+	for i := uint32(0); i < count; i++ {
+		start := off
+		fixed := 40 + hashSize + 2 // stat data, mode among it, object name, flags
+		if off+fixed > len(data) {
+			return nil, errors.New("index truncated")
+		}
+		mode := binary.BigEndian.Uint32(data[off+24 : off+28])
+		flags := binary.BigEndian.Uint16(data[off+40+hashSize : off+fixed])
+		off += fixed
+		if flags&0x4000 != 0 { // extended flags (version 3 and later)
+			if version < 3 || off+2 > len(data) {
+				return nil, errors.New("bad extended flags")
+			}
+			off += 2
+		}
+		var name string
+		if version == 4 {
+			strip, n := binary.Uvarint(data[off:])
+			if n <= 0 || strip > uint64(len(prev)) {
+				return nil, errors.New("bad path prefix")
+			}
+			off += n
+			end := bytes.IndexByte(data[off:], 0)
+			if end < 0 {
+				return nil, errors.New("index truncated")
+			}
+			name = prev[:len(prev)-int(strip)] + string(data[off:off+end])
+			off += end + 1
+		} else {
+			end := bytes.IndexByte(data[off:], 0)
+			if end < 0 {
+				return nil, errors.New("index truncated")
+			}
+			name = string(data[off : off+end])
+			// Padded with 1 to 8 NULs to a multiple of 8 from the entry's start.
+			off = start + ((off + end - start + 8) &^ 7)
+		}
+		prev = name
+		if mode&0o170000 == gitlinkMode {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// submodules protects the entry into every submodule the repository's
+// index names: P/.git, present or absent. git status at the workspace
+// root enters each and runs git there, which obeys that repository's
+// configuration; a tool must not make one, or redirect one.
+func (pr *protector) submodules(gitdir, top string) error {
+	hashSize := 20
+	if cfg, err := readObjectFormat(gitdir); err == nil && cfg == "sha256" {
+		hashSize = 32
+	}
+	links, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
+	if err != nil {
+		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v", err)
+	}
+	pr.gitlinks = nil
+	for _, l := range links {
+		abs := filepath.Join(top, filepath.FromSlash(l))
+		if rel, ok := pr.rel(abs); ok && rel != "" && !strings.HasPrefix(rel, "../") {
+			pr.gitlinks = append(pr.gitlinks, rel)
+			pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry: git status at the workspace root enters it and obeys its configuration"})
+		}
+	}
+	pr.indexFile = filepath.Join(gitdir, "index")
+	pr.hashSize = hashSize
+	return nil
+}
+
+// readObjectFormat returns extensions.objectformat of a git directory's
+// configuration, or "".
+func readObjectFormat(gitdir string) (string, error) {
+	data, err := readSmall(filepath.Join(gitdir, "config"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "objectformat") {
+			return strings.ToLower(strings.TrimSpace(v)), nil
+		}
+	}
+	return "", nil
+}
+
+// Quarantine moves away the entry (P/.git) of every repository that the
+// workspace's index names as a submodule now but did not when the set was
+// found: a run (a tool writing the index) made the host's git status at
+// the workspace root enter a repository whose configuration the tool
+// could write. Each goes to <harness dir>/quarantine/<time>/P.git, where
+// the user can look at it; the list of what moved is returned. Call it
+// once a run is over, with no process of it left.
+func (p *Protected) Quarantine() ([]string, error) {
+	if p.index == "" {
+		return nil, nil
+	}
+	st, err := os.Lstat(p.index)
+	if err != nil {
+		return nil, nil // no index, no submodule
+	}
+	if p.indexStat != nil && os.SameFile(st, p.indexStat) && st.Size() == p.indexStat.Size() && st.ModTime().Equal(p.indexStat.ModTime()) {
+		return nil, nil // the same index: the same submodules
+	}
+	links, err := gitlinks(p.index, p.hashSize)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s for the submodules git enters: %w", p.index, err)
+	}
+	var moved []string
+	var errs []error
+	stamp := ""
+	for _, l := range links {
+		rel := filepath.ToSlash(filepath.Clean(l))
+		if slices.Contains(p.gitlinks, rel) || rel == "." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		entry := filepath.Join(p.root, filepath.FromSlash(rel), ".git")
+		if _, err := os.Lstat(entry); err != nil {
+			continue // nothing for git to enter
+		}
+		if stamp == "" {
+			stamp = time.Now().UTC().Format("20060102T150405.000000000Z")
+		}
+		dest, err := p.quarantineDir(stamp, rel)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Rename(entry, filepath.Join(dest, ".git")); err != nil {
+			errs = append(errs, fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, err))
+			continue
+		}
+		moved = append(moved, fmt.Sprintf("moved %s/.git — a repository the run entered in the index as a submodule, which git at the workspace root would enter and obey — to %s", rel, strings.TrimPrefix(dest, p.root+"/")))
+	}
+	return moved, errors.Join(errs...)
+}
+
+// quarantineDir makes <root>/<registry>/quarantine/<stamp>/<rel>, one
+// component at a time, never following a symlink.
+func (p *Protected) quarantineDir(stamp, rel string) (string, error) {
+	fd, err := syscall.Open(p.root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	cur := p.root
+	for _, c := range append([]string{p.registry, "quarantine", stamp}, strings.Split(rel, "/")...) {
+		if err := syscall.Mkdirat(fd, c, 0o700); err != nil && err != syscall.EEXIST {
+			syscall.Close(fd)
+			return "", err
+		}
+		next, err := syscall.Openat(fd, c, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		syscall.Close(fd)
+		if err != nil {
+			return "", fmt.Errorf("cannot make the quarantine %s: %w", filepath.Join(cur, c), err)
+		}
+		fd, cur = next, filepath.Join(cur, c)
+	}
+	syscall.Close(fd)
+	return cur, nil
+}

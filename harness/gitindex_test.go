@@ -1,0 +1,58 @@
+package harness_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// TestGitlinksOfEveryIndexVersion reads the gitlinks of indexes git itself
+// wrote, in versions 2, 3 (an extended flag) and 4 (prefix-compressed
+// paths).
+func TestGitlinksOfEveryIndexVersion(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	ws := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(gitBin, args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "HOME="+ws, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git("init", "-q", ".")
+	for _, f := range []string{"a.txt", "dir/b.txt", "dir/c.txt", "zz/long/path/name/file.go"} {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755)
+		os.WriteFile(filepath.Join(ws, f), []byte(f), 0o644)
+	}
+	git("add", ".")
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	git("update-index", "--add", "--cacheinfo", "160000,"+commit+",dir/sub")
+	git("update-index", "--add", "--cacheinfo", "160000,"+commit+",vendor/lib")
+	for _, v := range []string{"2", "3", "4"} {
+		git("update-index", "--index-version", v)
+		if v == "3" {
+			os.WriteFile(filepath.Join(ws, "dir/d.txt"), []byte("d"), 0o644)
+			git("add", "-N", "dir/d.txt") // intent to add: an extended flag
+		}
+		links, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+		if err != nil {
+			t.Fatalf("version %s: %v", v, err)
+		}
+		if !slices.Equal(links, []string{"dir/sub", "vendor/lib"}) {
+			t.Errorf("version %s: gitlinks %q", v, links)
+		}
+	}
+	for _, bad := range [][]byte{nil, []byte("DIRC"), []byte("DIRC\x00\x00\x00\x09\x00\x00\x00\x01"), []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x05short")} {
+		if _, err := harness.ParseGitlinks(bad, 20); err == nil {
+			t.Errorf("ParseGitlinks(%q) succeeded", bad)
+		}
+	}
+}
