@@ -16,9 +16,8 @@ import (
 var (
 	defaultState      = []string{".efferent", ".foundry"}
 	defaultWriteLater = []string{
-		".vscode/", ".idea/", ".zed/", ".cursor/", ".devcontainer/", ".devcontainer.json",
-		".claude/", ".mcp.json", ".gemini/", ".codex/", ".windsurf/", ".continue/", ".opencode/", "opencode.json",
-		".aider.conf.yml", "mise.toml", ".mise.toml", ".envrc",
+		".vscode/", ".idea/", ".zed/", ".cursor/", ".devcontainer/",
+		".claude/", ".mcp.json", ".gemini/", ".codex/", ".envrc",
 	}
 )
 

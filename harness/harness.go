@@ -60,16 +60,14 @@ var defaultState = []string{".efferent", ".foundry"}
 // marks a directory. The git directory's own paths are found by
 // [Config.Protect] (wherever the git directory is); these are the editor,
 // agent and shell configurations that run commands when the project is
-// opened, or when a shell starts in it.
+// opened, or when a shell starts in it. Each costs every sandboxed run a
+// bind mount (and, while absent, a placeholder): a harness that uses more
+// tools adds theirs with [Config.AddWriteLater].
 var defaultWriteLater = []string{
 	// Editors and agents: tasks that run when a folder opens, MCP servers,
 	// hooks, interpreters and terminal profiles chosen by settings.
-	".vscode/", ".idea/", ".zed/", ".cursor/", ".devcontainer/", ".devcontainer.json",
-	".claude/", ".mcp.json", ".gemini/", ".codex/", ".windsurf/", ".continue/", ".opencode/", "opencode.json",
-	// aider runs its configured lint and test commands by itself.
-	".aider.conf.yml",
-	// mise runs hooks and sets the environment when a shell enters the folder.
-	"mise.toml", ".mise.toml",
+	".vscode/", ".idea/", ".zed/", ".cursor/", ".devcontainer/",
+	".claude/", ".mcp.json", ".gemini/", ".codex/",
 	// direnv runs .envrc when a shell enters the folder.
 	".envrc",
 }

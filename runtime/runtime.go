@@ -44,6 +44,7 @@ type Runtime struct {
 	engine *wasm.Engine
 	cache  string
 	closed bool
+	later  sync.WaitGroup // the last steps of runs, done after their results
 }
 
 // New returns a runtime.
@@ -57,8 +58,10 @@ func New(cfg Config) *Runtime {
 	return &Runtime{cfg: cfg}
 }
 
-// Close releases the WebAssembly engine.
+// Close waits for the last steps of every run (the placeholders of the
+// workspaces go) and releases the WebAssembly engine.
 func (r *Runtime) Close() error {
+	r.later.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
@@ -153,6 +156,7 @@ func (r *Runtime) runBwrap(ctx context.Context, p *admission.Prepared, res *Resu
 	o, err := bwrap.Run(ctx, bwrap.Spec{
 		Policy: policy, Command: p.Command, Stdin: p.Stdin, Environ: r.cfg.Environ, Bwrap: r.cfg.Bwrap,
 		Timeout: g.Time(), Grace: r.cfg.Grace, MaxOutput: g.Output(), Logger: r.cfg.Logger,
+		Later: func(f func()) { r.later.Go(f) },
 	})
 	if err != nil {
 		return err

@@ -41,30 +41,6 @@ func closeOnExecAll() error {
 	return nil
 }
 
-// argsFile returns a descriptor holding args NUL-separated, read from its
-// start: bwrap's --args, which keeps a long mount table off bwrap's
-// command line (and out of every process listing).
-func argsFile(args []string) (*os.File, error) {
-	fd, err := unix.MemfdCreate("cordon-bwrap-args", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), "bwrap-args")
-	var b []byte
-	for _, a := range args {
-		b = append(append(b, a...), 0)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
 // nsInode returns the inode number of the namespace ns ("pid", "mnt",
 // ...) of process pid ("self" for this one).
 func nsInode(pid, ns string) (uint64, error) {

@@ -4,14 +4,11 @@ package bwrap
 
 import (
 	"errors"
-	"os"
 	"syscall"
 )
 
 // closeOnExecAll has nothing to do where bwrap does not run.
 func closeOnExecAll() error { return nil }
-
-func argsFile([]string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
 func nsInode(string, string) (uint64, error) { return 0, errors.ErrUnsupported }
 

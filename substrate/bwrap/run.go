@@ -40,6 +40,12 @@ type Spec struct {
 	MaxOutput      int64
 	// Logger receives debug records of the run's life (discarded if nil).
 	Logger *slog.Logger
+	// Later, when set, is handed the last step of the run — giving up the
+	// workspace's run lock, and removing the placeholders when no other
+	// run holds it — instead of Run doing it before it returns: a
+	// resident caller returns the outcome sooner and lets a burst of runs
+	// share their placeholders. It must call the function it is given.
+	Later func(func())
 }
 
 // initWait bounds how long Run waits for bwrap to report the sandbox's
@@ -80,11 +86,17 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			return substrate.Outcome{}, Unavailable(err)
 		}
 	}
-	sb, err := s.Policy.Prepare(s.Environ)
-	if err != nil {
-		return substrate.Outcome{}, err
-	}
-	defer sb.Close()
+	// bwrap starts first and waits for its options on a pipe, so that its
+	// own start-up overlaps the preparation of the sandbox on the host.
+	sb := &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
+	defer func() {
+		if sess := sb.takeSession(); sess != nil && s.Later != nil {
+			s.Later(func() { sess.End() })
+		} else if sess != nil {
+			sess.End()
+		}
+		sb.Close()
+	}()
 	cmd, err := sb.Command(bin, s.Command)
 	if err != nil {
 		return substrate.Outcome{}, err
@@ -104,6 +116,16 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
 	case err != nil:
 		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
+	}
+	if err := sb.prepare(s.Environ); err != nil {
+		t.Kill() // before it gets any option: it never sets anything up
+		sb.Close()
+		t.Wait(ctx)
+		return substrate.Outcome{}, err
+	}
+	if err := sb.sendArgs(); err != nil {
+		// bwrap is gone already (EPIPE): what it said is its failure.
+		s.Logger.Debug("cannot hand bwrap its options", "err", err)
 	}
 
 	// The sandbox's init, reported by bwrap right after it created the

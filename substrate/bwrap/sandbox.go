@@ -39,6 +39,7 @@ type Sandbox struct {
 	statusR *os.File
 	statusW *os.File
 	argsR   *os.File
+	argsW   *os.File
 	status  chan statusRecord
 	used    bool
 }
@@ -93,43 +94,53 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	s := &Sandbox{policy: p}
+	if err := s.prepare(environ); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepare does Prepare's work on the host and computes bwrap's options.
+// On an error the sandbox is closed.
+func (s *Sandbox) prepare(environ []string) error {
+	p := s.policy
 	ws := p.workspace
 	canon, err := filepath.EvalSymlinks(ws)
 	if err != nil {
-		return nil, &Error{Op: "start", Path: ws, Root: ws, Err: ErrInvalidPolicy, Cause: err, detail: "cannot resolve the workspace"}
+		return &Error{Op: "start", Path: ws, Root: ws, Err: ErrInvalidPolicy, Cause: err, detail: "cannot resolve the workspace"}
 	}
 	if canon != ws {
-		return nil, invalid("workspace %s is not canonical (it resolves to %s)", ws, canon)
+		return invalid("workspace %s is not canonical (it resolves to %s)", ws, canon)
 	}
 	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
-		return nil, invalid("workspace %s is not a directory", ws)
+		return invalid("workspace %s is not a directory", ws)
 	}
 	for _, r := range p.readOnly {
 		st, err := os.Lstat(r)
 		if err != nil {
-			return nil, &Error{Op: "start", Path: r, Root: ws, Err: ErrInvalidPolicy, Cause: err, detail: "cannot bind " + r + " read-only"}
+			return &Error{Op: "start", Path: r, Root: ws, Err: ErrInvalidPolicy, Cause: err, detail: "cannot bind " + r + " read-only"}
 		}
 		if st.Mode()&fs.ModeSymlink != 0 {
-			return nil, invalid("read-only bind %s is a symlink", r)
+			return invalid("read-only bind %s is a symlink", r)
 		}
 	}
 
-	s := &Sandbox{policy: p}
 	var pins, protected []string
 	if p.access == AccessWrite {
 		if err := s.begin(); err != nil {
 			s.Close()
-			return nil, err
+			return err
 		}
 		// Found under the run lock: no run of an enclosing workspace
 		// changes what it reads meanwhile.
 		if s.protected, err = p.harness.Protect(ws); err != nil {
 			s.Close()
-			return nil, err
+			return err
 		}
 		if pins, protected, err = s.protect(); err != nil {
 			s.Close()
-			return nil, err
+			return err
 		}
 	}
 
@@ -181,7 +192,7 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 	}
 	s.args = append(a, "--chdir", ws)
 	s.env = p.Environment(environ)
-	return s, nil
+	return nil
 }
 
 // protect prepares the protected set of a writable workspace: it returns
@@ -484,9 +495,16 @@ func (s *Sandbox) Command(bin string, argv []string) (*exec.Cmd, error) {
 		return nil, &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, Cause: err,
 			detail: "cannot keep this process's descriptors out of the sandbox: " + err.Error()}
 	}
-	args, err := argsFile(s.sideArgs())
+	// bwrap reads its options from a pipe: it can start (exec, link, set
+	// itself up) while this process is still preparing the sandbox, and
+	// waits for them (see Run).
+	args, argsW, err := os.Pipe()
 	if err != nil {
 		return nil, setup(err)
+	}
+	s.argsW = argsW
+	if s.args != nil {
+		go s.sendArgs()
 	}
 	br, bw, err := os.Pipe()
 	if err != nil {
@@ -510,6 +528,25 @@ func (s *Sandbox) Command(bin string, argv []string) (*exec.Cmd, error) {
 		Dir:        "/",
 		ExtraFiles: []*os.File{br, sw, args}, // blockFD, statusFD, argsFD
 	}, nil
+}
+
+// sendArgs writes bwrap's options, NUL-separated, on its --args pipe and
+// closes it: bwrap reads them to the end before it does anything.
+func (s *Sandbox) sendArgs() error {
+	s.mu.Lock()
+	w := s.argsW
+	s.argsW = nil
+	s.mu.Unlock()
+	if w == nil {
+		return errors.New("bwrap: the options were sent already")
+	}
+	defer w.Close()
+	var b []byte
+	for _, a := range s.sideArgs() {
+		b = append(append(b, a...), 0)
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 // readStatus decodes bwrap's status records until bwrap closes the
@@ -553,17 +590,27 @@ func (s *Sandbox) Release() error {
 	return err
 }
 
+// takeSession hands over the sandbox's placeholder session, which Close
+// then leaves alone.
+func (s *Sandbox) takeSession() *placeholder.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.session
+	s.session = nil
+	return sess
+}
+
 // Close releases the side channels and ends the workspace's placeholder
 // session: the last run of the workspace to end removes the placeholders.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR} {
+	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR = nil, nil, nil, nil, nil
+	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW = nil, nil, nil, nil, nil, nil
 	if s.session != nil {
 		err := s.session.End()
 		s.session = nil
