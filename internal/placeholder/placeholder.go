@@ -16,6 +16,16 @@
 // exclusively — removes every recorded placeholder that is still as
 // created, also those a killed run left behind.
 //
+// # Spare directories
+//
+// On a journaling file system making and removing a directory costs far
+// more than renaming one (ext4 on a virtual disk: ~110 µs and ~200 µs
+// against ~13 µs), and a run needs a dozen of them. So the directories a
+// run no longer needs are renamed into a pool of spares in the per-user
+// state directory (hidden from every sandbox; no tool can put anything
+// there) and renamed into place by later runs, on the same file system;
+// elsewhere they are made and removed.
+//
 // # Nested workspaces
 //
 // A run of an enclosing workspace can change a nested one — rename a
@@ -33,6 +43,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -59,12 +70,18 @@ type Session struct {
 	lock     *os.File
 	outer    []*os.File // the enclosing workspaces' locks, held exclusively
 	dir      string     // the workspace's manifest directory
+	spare    string     // the per-user pool of spare directories
 	manifest *os.File
 
 	mu      sync.Mutex
 	created []Entry
 	ended   bool
+	spares  []string // names in the pool, listed at the first use
+	listed  bool
 }
+
+// maxSpares bounds the pool of spare directories.
+const maxSpares = 64
 
 // Entry is one placeholder a run created.
 type Entry struct {
@@ -104,6 +121,10 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	spare, err := userdir.EnsurePath(runs, "spare")
+	if err != nil {
+		return nil, err
+	}
 	if harnessDir == "" || strings.ContainsRune(harnessDir, '/') {
 		return nil, fmt.Errorf("placeholder: harness directory %q is not one path component", harnessDir)
 	}
@@ -118,7 +139,7 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
 	}
-	s := &Session{lock: lock, dir: dir}
+	s := &Session{lock: lock, dir: dir, spare: spare}
 	// The enclosing workspaces first, so that two nested runs starting at
 	// once take the locks in the same order.
 	for _, outer := range enclosing(workspace, harnessDir) {
@@ -194,8 +215,10 @@ func (s *Session) Create(path string, dir bool, content string) error {
 		return errors.New("placeholder: session ended")
 	}
 	if dir {
-		if err := os.Mkdir(path, 0o755); err != nil {
-			return err
+		if !s.takeSpare(path) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				return err
+			}
 		}
 	} else {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
@@ -218,6 +241,32 @@ func (s *Session) Create(path string, dir bool, content string) error {
 	e := Entry{Path: path, Dir: dir, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size}
 	s.created = append(s.created, e)
 	return s.record(e)
+}
+
+// takeSpare renames a spare directory to path, which must not exist, and
+// reports whether it did. Called with s.mu held.
+func (s *Session) takeSpare(path string) bool {
+	if !s.listed {
+		s.listed = true
+		s.spares, _ = readNames(s.spare)
+	}
+	for tries := 0; len(s.spares) > 0 && tries < 3; tries++ {
+		name := s.spares[len(s.spares)-1]
+		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(s.spare, name), unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
+		switch err {
+		case nil:
+			s.spares = s.spares[:len(s.spares)-1]
+			return true
+		case unix.ENOENT: // taken by another run meanwhile, or path's parent is gone
+			s.spares = s.spares[:len(s.spares)-1]
+		default: // path exists (Mkdir says so), or another file system: make one
+			if err != unix.EEXIST {
+				s.spares = nil
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // CreateKept makes a placeholder that stays: one inside a git directory,
@@ -286,7 +335,7 @@ func (s *Session) End() error {
 	if !recorded && !s.leftovers() {
 		return nil // nothing of this run's or anyone's to remove
 	}
-	return clean(s.dir)
+	return clean(s.dir, s.spare)
 }
 
 // leftovers reports whether the workspace's directory holds a manifest
@@ -304,8 +353,9 @@ func (s *Session) leftovers() bool {
 	return false
 }
 
-// clean removes what every manifest in dir records, deepest first.
-func clean(dir string) error {
+// clean removes what every manifest in dir records, deepest first; a
+// directory goes to the pool spare while it holds fewer than maxSpares.
+func clean(dir, spare string) error {
 	names, err := readNames(dir)
 	if err != nil {
 		return err
@@ -339,6 +389,10 @@ func clean(dir string) error {
 			}
 		}
 	}()
+	pool := &pool{dir: spare}
+	if names, err := readNames(spare); err == nil {
+		pool.room = maxSpares - len(names)
+	}
 	var errs []error
 	for _, e := range entries {
 		dir := filepath.Dir(e.Path)
@@ -353,7 +407,7 @@ func clean(dir string) error {
 		if fd < 0 {
 			continue // gone, or not reachable without a link: leave it
 		}
-		if err := removeIfUnchanged(fd, e); err != nil {
+		if err := removeIfUnchanged(fd, e, pool); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -369,7 +423,7 @@ func clean(dir string) error {
 // following a symlink in any component (dfd is its parent, opened so): a
 // placeholder's parent swapped for a link never leads the removal
 // elsewhere.
-func removeIfUnchanged(dfd int, e Entry) error {
+func removeIfUnchanged(dfd int, e Entry, pool *pool) error {
 	base := filepath.Base(e.Path)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -382,6 +436,9 @@ func removeIfUnchanged(dfd int, e Entry) error {
 	case unix.S_IFDIR:
 		if !e.Dir {
 			return nil
+		}
+		if done, err := pool.put(dfd, base); done {
+			return err
 		}
 		err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR) // fails unless empty
 		if err == unix.ENOENT || err == unix.ENOTEMPTY || err == unix.EEXIST || err == unix.EBUSY {
@@ -399,6 +456,64 @@ func removeIfUnchanged(dfd int, e Entry) error {
 		}
 	}
 	return nil
+}
+
+// pool is the per-user directory of spare directories.
+type pool struct {
+	dir  string
+	room int
+}
+
+// put renames the empty directory base in dfd into the pool and reports
+// whether it is done with it: moved, or left where it is because it is not
+// empty or still a mount point somewhere. When it reports false, the
+// caller removes the directory instead.
+func (p *pool) put(dfd int, base string) (bool, error) {
+	if p.room <= 0 {
+		return false, nil
+	}
+	// Only a directory of this user's goes to its pool: one owned by
+	// another user could be written to by them once it is in place again.
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o7022 != 0 {
+		return false, nil
+	}
+	if !emptyDir(dfd, base) {
+		return true, nil // something was put there on the host: it stays
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := filepath.Join(p.dir, "d-"+hex.EncodeToString(rnd[:]))
+	switch err := unix.Renameat2(dfd, base, unix.AT_FDCWD, name, unix.RENAME_NOREPLACE); err {
+	case nil:
+	case unix.EBUSY, unix.ENOENT:
+		return true, nil // a mount point in some namespace still, or gone
+	default:
+		p.room = 0 // another file system, or not ours to move: remove instead
+		return false, nil
+	}
+	p.room--
+	if emptyDir(unix.AT_FDCWD, name) {
+		return true, nil
+	}
+	// Written to between the look and the move: it goes back.
+	if err := unix.Renameat2(unix.AT_FDCWD, name, dfd, base, unix.RENAME_NOREPLACE); err != nil {
+		return true, fmt.Errorf("placeholder %s gained entries while it was put away; they are in %s: %w", base, name, err)
+	}
+	return true, nil
+}
+
+// emptyDir reports whether base in dfd is a directory with no entries,
+// without following a link.
+func emptyDir(dfd int, base string) bool {
+	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), base)
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF
 }
 
 // openNoFollow opens the absolute directory p one component at a time,

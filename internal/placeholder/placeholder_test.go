@@ -679,3 +679,137 @@ func TestHammer(t *testing.T) {
 		t.Errorf("runs directory: mode %#o, %v", st.Mode&0o777, err)
 	}
 }
+
+// spares lists the pool of spare directories.
+func spares(t *testing.T, top string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(top, "state", "runs", "spare", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// TestSpares: a directory placeholder no run needs any more goes to the
+// per-user pool, empty, and the next run renames it into place instead of
+// making one; one that gained entries on the host, or that belongs to
+// another user, never goes there.
+func TestSpares(t *testing.T) {
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	vscode, idea := filepath.Join(ws, ".vscode"), filepath.Join(ws, ".idea")
+
+	s := begin(t, top)
+	create(t, s, vscode, true, "")
+	ino := inode(t, vscode)
+	end(t, s)
+	if got := describe(t, vscode); got != "absent" {
+		t.Fatalf("after End, %s is %s", vscode, got)
+	}
+	pool := spares(t, top)
+	if len(pool) != 1 || inode(t, pool[0]) != ino {
+		t.Fatalf("pool %q, want the placeholder's directory (inode %d)", pool, ino)
+	}
+	if fi, err := os.Lstat(filepath.Dir(pool[0])); err != nil || fi.Mode() != fs.ModeDir|0o700 {
+		t.Errorf("pool directory: %v, %v; want mode drwx------", fi.Mode(), err)
+	}
+
+	// The next run takes it; a second placeholder is made.
+	s = begin(t, top)
+	create(t, s, idea, true, "")
+	create(t, s, vscode, true, "")
+	if inode(t, idea) != ino {
+		t.Errorf("the spare directory was not reused: %s is inode %d, the spare %d", idea, inode(t, idea), ino)
+	}
+	if got := spares(t, top); len(got) != 0 {
+		t.Errorf("pool %q after taking its only spare", got)
+	}
+	if err := s.Create(idea, true, ""); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Create over a placeholder: %v, want fs.ErrExist", err)
+	}
+	// Something written on the host during the run stays where it is.
+	os.WriteFile(filepath.Join(idea, "workspace.xml"), []byte("mine"), 0o644)
+	if os.Geteuid() == 0 {
+		os.Chown(vscode, 65534, 65534) // another user's: removed, never pooled
+	}
+	end(t, s)
+	if got := describe(t, idea); got != `dir ["workspace.xml"]` {
+		t.Errorf("after End, %s is %s; want the host's file kept", idea, got)
+	}
+	if got := describe(t, vscode); got != "absent" {
+		t.Errorf("after End, %s is %s", vscode, got)
+	}
+	want := 1
+	if os.Geteuid() == 0 {
+		want = 0
+	}
+	if got := spares(t, top); len(got) != want {
+		t.Errorf("pool %q, want %d spare(s)", got, want)
+	}
+	for _, p := range spares(t, top) {
+		if got := describe(t, p); got != "dir []" {
+			t.Errorf("spare %s is %s", p, got)
+		}
+	}
+}
+
+// TestSparesAreBounded: the pool never holds more than a bounded number of
+// directories; the rest are removed.
+func TestSparesAreBounded(t *testing.T) {
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	s := begin(t, top)
+	for i := range 100 {
+		create(t, s, filepath.Join(ws, fmt.Sprint("d", i)), true, "")
+	}
+	end(t, s)
+	if got := len(spares(t, top)); got != 64 {
+		t.Errorf("pool holds %d spares, want 64", got)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) != 1 || entries[0].Name() != ".efferent" {
+		t.Errorf("after End the workspace holds %v", entries)
+	}
+}
+
+// TestSparesOnAnotherFileSystem: a workspace on another file system than
+// the state directory gets directories made and removed.
+func TestSparesOnAnotherFileSystem(t *testing.T) {
+	shm, err := os.MkdirTemp("/dev/shm", "cordon-ph")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	top := layout(t)
+	var a, b unix.Stat_t
+	if unix.Stat(shm, &a) != nil || unix.Stat(top, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is on the same file system as the temporary directory")
+	}
+	state := filepath.Join(top, "state")
+	s := begin(t, top) // leaves one spare on the state directory's file system
+	create(t, s, filepath.Join(top, "ws", ".x"), true, "")
+	end(t, s)
+	pool := spares(t, top)
+	for range 2 {
+		s, err := placeholder.Begin(state, shm, ".efferent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		create(t, s, filepath.Join(shm, ".vscode"), true, "")
+		end(t, s)
+		if got := describe(t, filepath.Join(shm, ".vscode")); got != "absent" {
+			t.Errorf("after End, the placeholder is %s", got)
+		}
+	}
+	if got := spares(t, top); !slices.Equal(got, pool) || len(got) != 1 {
+		t.Errorf("pool %q, want %q: nothing taken or put across file systems", got, pool)
+	}
+}
