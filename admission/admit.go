@@ -88,7 +88,7 @@ func New(cfg Config) (*Admitter, error) {
 	}
 	if cfg.Substrates == nil {
 		cfg.Substrates = map[string]substrate.Enforcer{
-			KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{}),
+			KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Workspace: root}),
 			KindWasm:   wasm.Enforcer{},
 			host.Name:  host.Enforcer{},
 		}

@@ -279,6 +279,48 @@ func TestExecFailsClosed(t *testing.T) {
 	}
 }
 
+// TestPlantedBwrapNeverRuns: a command writes a "bwrap" into
+// <ws>/.local/bin, which the user's own PATH lists first; cordon exec,
+// admit and run refuse it (exit 125) and never run it on the host.
+func TestPlantedBwrapNeverRuns(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	marker := filepath.Join(t.TempDir(), "ran-on-the-host")
+	plant := "mkdir -p .local/bin && printf '#!/bin/sh\\ntouch " + marker + "\\n' > .local/bin/bwrap && chmod +x .local/bin/bwrap"
+	if code, out, errOut := cordonMain(t, "", "-w", ws, "exec", "--", "sh", "-c", plant); code != 0 {
+		t.Fatalf("planting: exit %d %s %s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".local", "bin", "bwrap")); err != nil {
+		t.Fatalf("the command did not plant its bwrap: %v", err)
+	}
+	os.WriteFile(filepath.Join(ws, "t.json"), []byte(`{"name":"t","kind":"native","command":["true"],"capabilities":["time:5s"]}`), 0o644)
+	if out, err := cordonProcess(t, []string{"PATH=/usr/bin:/bin"}, "-w", ws, "admit", filepath.Join(ws, "t.json")).CombinedOutput(); err != nil {
+		t.Fatalf("admit with the system PATH: %v %s", err, out)
+	}
+	path := "PATH=" + filepath.Join(ws, ".local", "bin") + ":/usr/bin:/bin"
+	for _, c := range []struct {
+		args []string
+		code int
+		kind string
+	}{
+		{[]string{"exec", "--", "true"}, exitCannotRun, "SandboxUnavailable"},
+		{[]string{"run", "t"}, exitCannotRun, "SandboxUnavailable"},
+		// Admission names the substrate it cannot use among its reasons.
+		{[]string{"admit", filepath.Join(ws, "t.json")}, exitRefused, "CapabilityRefused"},
+	} {
+		cmd := cordonProcess(t, []string{path}, append([]string{"-w", ws, "--json"}, c.args...)...)
+		out, err := cmd.Output()
+		var r errorJSON
+		json.Unmarshal(out, &r)
+		if code := procExit(err); code != c.code || r.Error != c.kind || !strings.Contains(r.Message, "inside the workspace") {
+			t.Errorf("cordon %q: exit %d %s; want %d, %s naming the workspace", c.args, code, out, c.code, c.kind)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("cordon ran the planted bwrap on the host")
+	}
+}
+
 // TestExecKeepsCordonsSecretsOut sets a secret in cordon's own environment
 // and looks for it inside by every route.
 func TestExecKeepsCordonsSecretsOut(t *testing.T) {

@@ -616,6 +616,32 @@ func TestRunRefusesWhatIsNotASandbox(t *testing.T) {
 	}
 }
 
+// TestRunRefusesABwrapInTheWorkspace: a bwrap that an earlier command
+// planted in the workspace (found through a PATH entry like
+// <ws>/.local/bin, or through a symlink) is never run.
+func TestRunRefusesABwrapInTheWorkspace(t *testing.T) {
+	ws := tempWorkspace(t)
+	marker := filepath.Join(t.TempDir(), "ran-on-the-host")
+	bin := filepath.Join(ws, ".local", "bin")
+	os.MkdirAll(bin, 0o755)
+	os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755)
+	link := filepath.Join(t.TempDir(), "bwrap")
+	os.Symlink(filepath.Join(bin, "bwrap"), link)
+	for _, spec := range []Spec{
+		{Environ: []string{"PATH=" + bin + ":/usr/bin:/bin"}},
+		{Bwrap: link},
+	} {
+		spec.Policy, spec.Command = newPolicy(ws), []string{"true"}
+		_, err := Run(context.Background(), spec)
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "inside the workspace") {
+			t.Errorf("Run with bwrap %q, PATH %q = %v; want ErrUnavailable naming the workspace", spec.Bwrap, spec.Environ, err)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the planted bwrap ran on the host")
+	}
+}
+
 func TestSetupFailureIsNotTheCommandsFailure(t *testing.T) {
 	bin, err := Find(os.Getenv("PATH"))
 	testenv.Require(t, err == nil, "bubblewrap: %v", err)

@@ -28,6 +28,10 @@ type EnforcerConfig struct {
 	// callers that prepare a tool and run it at once; admission without a
 	// run keeps the probe.
 	ProbeAtRun bool
+	// Workspace, when set, is the workspace the tools will run in: a
+	// bubblewrap found inside it is refused, never run (an earlier
+	// command could have written it).
+	Workspace string
 }
 
 // Enforcer is the bwrap substrate's side of admission: the facts of the
@@ -75,6 +79,9 @@ func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
 		if prog, err = Find(os.Getenv("PATH")); err != nil {
 			return f, Unavailable(fmt.Errorf("%w; install bubblewrap", err))
 		}
+	}
+	if err := outsideWorkspace(prog, n.cfg.Workspace); err != nil {
+		return f, err
 	}
 	if !n.cfg.ProbeAtRun {
 		if err := Detect(ctx, prog); err != nil {
