@@ -1,77 +1,60 @@
-// Package runtime runs one native command on a substrate, bounds its time
-// and its output separately, kills its whole process tree, and returns what
-// happened as a [Result] value.
+// Package runtime runs what admission prepared — an admitted tool or an
+// ad-hoc command with its capability set ([admission.Prepared]) — on the
+// substrate its grant names, and returns one [Result]. Every front end
+// calls it: cordon exec, cordon run, a library program, the MCP server.
 //
 // # Running
 //
-// [Run] takes a [Spec]: the command, the [bwrap.Policy] it runs under, a
-// timeout, an output bound per stream and the caller's environment (from
-// which the policy's allow-list draws). By default the command runs in a
-// bubblewrap sandbox; [Spec.NoSandbox] runs it on the host instead, which
-// is never chosen silently: every Result says which substrate ran it and
-// whether it was sandboxed. When bubblewrap is missing or cannot create a
-// sandbox, Run fails with [bwrap.ErrUnavailable] and the command does not
-// run.
+// [Runtime.Run] turns the grant into the substrate's own policy and runs
+// it there: a native tool or command in a bubblewrap sandbox
+// ([bwrap.PolicyOf], [bwrap.Run]), on the host when the grant names the
+// host substrate (cordon exec --no-sandbox; never chosen silently), a
+// WebAssembly tool in process ([wasm.Engine]), whose compiled code the
+// Runtime keeps across runs and in the per-user cache directory. Time and
+// output are bounded by the grant; the whole process tree is gone when Run
+// returns.
 //
 // Everything that ran is a Result — an exit code, a timeout, a signal, a
-// command not found (127) or not executable (126) — never a panic. An
-// error means the command did not run: the sandbox is unavailable, the
-// policy refused to start ([bwrap.ErrProtectedPath]), or the Spec is
-// invalid ([ErrInvalidSpec]).
+// command not found (127) or not executable (126), a trap (134) — never a
+// panic. An error means nothing ran (the sandbox is unavailable or could
+// not be set up, a protected path cannot be protected, the workspace is
+// refused), and the Result that comes with it never reads as a success:
+// its exit code is the error's ([refusal.ExitCode]) and it is not
+// sandboxed. Errors carry a [refusal.Kind].
 //
-// # The process tree
+// A resident Runtime hands the last step of a native run — giving up the
+// workspace's run lock and, when no other run holds it, removing the
+// placeholders — to a goroutine, so that the Result comes back sooner;
+// [Runtime.Close] waits for every such step.
 //
-// The command starts in a session and process group of its own. In the
-// sandbox it runs under bwrap's init in a private PID namespace: when that
-// init dies, the kernel kills every process of the namespace, including
-// grandchildren that called setsid(2) and double-forked. On the deadline,
-// on cancellation of the context (cordon's CLI cancels it on SIGINT and
-// SIGTERM), every descendant gets SIGTERM, then, after [Spec.Grace],
-// SIGKILL together with bwrap and its init. When the command exits, its
-// namespace dies with it: no process a run started outlives it, background
-// jobs included.
+// # Result
 //
-// In the sandbox the command also gets a session keyring of its own: the
-// thread that starts bwrap joins a new, empty, anonymous session keyring
-// first, so the keys of cordon's caller (and the user keyring linked into
-// its session keyring) stay out. That thread lives exactly as long as the
-// run, since the Pdeathsig backstop follows the thread that forked.
-//
-// # Output
-//
-// Standard output and error are read to the end through large pipes with
-// large reads, and each keeps only a bounded head and tail
-// ([capture.Buffer], [Spec.MaxOutput] bytes per stream): memory stays flat
-// however much the command prints, the byte counts are exact, and a clipped
-// stream says how many bytes were dropped. Should a descriptor of the
-// output pipes survive the tree, Run stops reading shortly after the
-// command is gone and still returns.
+// The [substrate.Outcome] (exit code, signal, timed out, canceled, the
+// bounded stdout and stderr with exact byte counts, duration, notes), the
+// substrate, whether it was sandboxed, the mechanisms that confined it (as
+// the grant quotes them), the tool and its digest, whether the grant was
+// made again for a changed host, and for a module its trap, its cordon/log
+// lines and what the guard refused it. Notes say what cordon did after the
+// run that the caller should know: a repository the run entered in the
+// index as a submodule was moved to quarantine, say.
 //
 // # Limitations
 //
-//   - On the host substrate the command runs as PID 1 of a private PID
-//     namespace when the kernel allows it (as root, or through a user
-//     namespace that maps the caller's own IDs). /proc there still shows the
-//     host, setuid programs such as sudo do not gain privileges in that user
-//     namespace, and a command that ignores SIGTERM as PID 1 is killed at the
-//     end of the grace period. Where no namespace can be created the tree is
-//     the process group plus the descendants linked by parent, and a process
-//     that both leaves the group and loses its parent can outlive the run;
-//     the Result's mechanisms say which applied.
 //   - Inside the sandbox, a command killed by a signal is reported as bwrap
 //     reports it, exit code 128+N; the signal field is set only when cordon
 //     observed it directly (the host substrate) or sent it (timeout,
 //     cancellation).
 //   - 126 and 127 follow the shell's convention: a command that itself exits
 //     with 127 looks like a command not found.
-//   - There is no limit on memory, CPU or process count yet; the time bound
-//     is wall-clock.
+//   - There is no limit on memory, CPU or process count for native runs
+//     yet; the time bound is wall-clock.
 //   - Each sandboxed run holds one anonymous keyring while it runs, counted
 //     against the user's key quota (kernel/keys/maxkeys, 200 by default for
 //     a non-root user): very many concurrent runs of one user fail to start
 //     ([bwrap.ErrSetup]) rather than share the caller's keyring.
-//   - Spec.Stdin is passed on as it is: when it is a terminal, the command
-//     can read it and write to it (it cannot make it its controlling
-//     terminal or inject input: it runs in a new session).
-//   - Linux only for the sandbox; elsewhere only the host substrate runs.
+//   - Stdin is passed on as it is: when it is a terminal, the command can
+//     read it and write to it (it cannot make it its controlling terminal
+//     or inject input: it runs in a new session).
+//   - Linux only for the sandbox; elsewhere only wasm and the host
+//     substrate run.
 package runtime
