@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxIndex bounds the git index read for gitlinks.
@@ -201,23 +203,23 @@ func (p *Protected) Quarantine() ([]string, error) {
 // quarantineDir makes <root>/<registry>/quarantine/<stamp>/<rel>, one
 // component at a time, never following a symlink.
 func (p *Protected) quarantineDir(stamp, rel string) (string, error) {
-	fd, err := syscall.Open(p.root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	fd, err := unix.Open(p.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
 	cur := p.root
 	for _, c := range append([]string{p.registry, "quarantine", stamp}, strings.Split(rel, "/")...) {
-		if err := syscall.Mkdirat(fd, c, 0o700); err != nil && err != syscall.EEXIST {
-			syscall.Close(fd)
+		if err := unix.Mkdirat(fd, c, 0o700); err != nil && err != unix.EEXIST {
+			unix.Close(fd)
 			return "", err
 		}
-		next, err := syscall.Openat(fd, c, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		syscall.Close(fd)
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
 		if err != nil {
 			return "", fmt.Errorf("cannot make the quarantine %s: %w", filepath.Join(cur, c), err)
 		}
 		fd, cur = next, filepath.Join(cur, c)
 	}
-	syscall.Close(fd)
+	unix.Close(fd)
 	return cur, nil
 }

@@ -102,7 +102,7 @@ func TestKeyCreation(t *testing.T) {
 		if err := unix.Lstat(p, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Mode != want || int(st.Uid) != os.Geteuid() {
+		if uint32(st.Mode) != want || int(st.Uid) != os.Geteuid() {
 			t.Errorf("%s: mode %#o uid %d, want %#o uid %d", p, st.Mode, st.Uid, want, os.Geteuid())
 		}
 	}

@@ -252,7 +252,7 @@ func (s *Session) takeSpare(path string) bool {
 	}
 	for tries := 0; len(s.spares) > 0 && tries < 3; tries++ {
 		name := s.spares[len(s.spares)-1]
-		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(s.spare, name), unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
+		err := renameNoReplace(unix.AT_FDCWD, filepath.Join(s.spare, name), unix.AT_FDCWD, path)
 		switch err {
 		case nil:
 			s.spares = s.spares[:len(s.spares)-1]
@@ -484,7 +484,7 @@ func (p *pool) put(dfd int, base string) (bool, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	name := filepath.Join(p.dir, "d-"+hex.EncodeToString(rnd[:]))
-	switch err := unix.Renameat2(dfd, base, unix.AT_FDCWD, name, unix.RENAME_NOREPLACE); err {
+	switch err := renameNoReplace(dfd, base, unix.AT_FDCWD, name); err {
 	case nil:
 	case unix.EBUSY, unix.ENOENT:
 		return true, nil // a mount point in some namespace still, or gone
@@ -497,7 +497,7 @@ func (p *pool) put(dfd int, base string) (bool, error) {
 		return true, nil
 	}
 	// Written to between the look and the move: it goes back.
-	if err := unix.Renameat2(unix.AT_FDCWD, name, dfd, base, unix.RENAME_NOREPLACE); err != nil {
+	if err := renameNoReplace(unix.AT_FDCWD, name, dfd, base); err != nil {
 		return true, fmt.Errorf("placeholder %s gained entries while it was put away; they are in %s: %w", base, name, err)
 	}
 	return true, nil

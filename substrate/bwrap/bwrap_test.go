@@ -676,3 +676,40 @@ func TestNotFoundAndNotExecutable(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionIsKeptPerBinary: a new Enforcer (a new cordon process) reads
+// bubblewrap's version from the state directory while the binary is the
+// one it was read from, and runs `bwrap --version` again once it changed.
+func TestVersionIsKeptPerBinary(t *testing.T) {
+	real, err := Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	wrapper := filepath.Join(dir, "bwrap")
+	script := "#!/bin/sh\necho x >> " + calls + "\nexec " + real + " \"$@\"\n"
+	os.WriteFile(wrapper, []byte(script), 0o755)
+	state := filepath.Join(dir, "state")
+	count := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "x")
+	}
+	facts := func() string {
+		f, err := NewEnforcer(EnforcerConfig{Bwrap: wrapper, ProbeAtRun: true, StateDir: state}).Facts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Values["bwrap.version"]
+	}
+	v := facts()
+	if v == "" || count() != 1 {
+		t.Fatalf("first Facts: version %q after %d runs of bwrap, want one run", v, count())
+	}
+	if again := facts(); again != v || count() != 1 {
+		t.Errorf("second Facts: version %q after %d runs of bwrap; want %q from the record, no new run", again, count(), v)
+	}
+	// The binary changes: the record no longer applies.
+	os.WriteFile(wrapper, []byte(script+"# changed\n"), 0o755)
+	if again := facts(); again != v || count() != 2 {
+		t.Errorf("Facts after the binary changed: version %q after %d runs; want it run again", again, count())
+	}
+}

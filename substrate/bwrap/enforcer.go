@@ -2,15 +2,21 @@ package bwrap
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -32,6 +38,10 @@ type EnforcerConfig struct {
 	// bubblewrap found inside it is refused, never run (an earlier
 	// command could have written it).
 	Workspace string
+	// StateDir, when set, is cordon's per-user state directory, where the
+	// output of `bwrap --version` is kept for the binary it came from, so
+	// that a new cordon process need not run it again.
+	StateDir string
 }
 
 // Enforcer is the bwrap substrate's side of admission: the facts of the
@@ -88,16 +98,11 @@ func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
 			return f, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, prog, "--version").Output()
+	v, err := version(ctx, prog, n.cfg.StateDir)
 	if err != nil {
-		return f, Unavailable(fmt.Errorf("%s --version: %w", prog, err))
+		return f, err
 	}
-	f.Values = map[string]string{
-		"bwrap.path":    prog,
-		"bwrap.version": strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap")),
-	}
+	f.Values = map[string]string{"bwrap.path": prog, "bwrap.version": v}
 	n.facts = &f
 	return f, nil
 }
@@ -187,4 +192,95 @@ func PolicyOf(set capabilities.Set, workspace string, h harness.Config) (Policy,
 		}
 	}
 	return p, nil
+}
+
+// versionRecord is what the state directory keeps of `bwrap --version`:
+// the output and the identity of the file it came from.
+type versionRecord struct {
+	Path    string `json:"path"`
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	Size    int64  `json:"size"`
+	Mtime   int64  `json:"mtime"`
+	Ctime   int64  `json:"ctime"`
+	Version string `json:"version"`
+}
+
+// version returns the version `prog --version` prints. With a state
+// directory, it is read from the record there while prog resolves to the
+// same file, unchanged (device, inode, size, mtime and ctime): a stat
+// instead of a process for every new cordon process.
+func version(ctx context.Context, prog, stateDir string) (string, error) {
+	id, idErr := fileIdentity(prog)
+	var file string
+	if stateDir != "" && idErr == nil {
+		if dir, err := userdir.EnsurePath(stateDir, "facts"); err == nil {
+			file = filepath.Join(dir, "bwrap-version.json")
+			if data, err := readSmall(file); err == nil {
+				var rec versionRecord
+				if json.Unmarshal(data, &rec) == nil && rec.Version != "" {
+					want := id
+					want.Version = rec.Version
+					if rec == want {
+						return rec.Version, nil
+					}
+				}
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, prog, "--version").Output()
+	if err != nil {
+		return "", Unavailable(fmt.Errorf("%s --version: %w", prog, err))
+	}
+	v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap"))
+	if file != "" && v != "" {
+		id.Version = v
+		writeRecord(file, id)
+	}
+	return v, nil
+}
+
+// fileIdentity describes the file prog resolves to.
+func fileIdentity(prog string) (versionRecord, error) {
+	real, err := filepath.EvalSymlinks(prog)
+	if err != nil {
+		return versionRecord{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil {
+		return versionRecord{}, err
+	}
+	return versionRecord{Path: real, Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size,
+		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
+}
+
+// readSmall reads a record file of at most 4 KiB, not following a link.
+func readSmall(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 4<<10))
+}
+
+// writeRecord replaces the record atomically; failing to is harmless.
+func writeRecord(p string, rec versionRecord) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".bwrap-version-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil && cerr == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
 }
