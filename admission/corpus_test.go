@@ -173,13 +173,4 @@ func TestHugeDeclarations(t *testing.T) {
 // store and cache in a temporary directory of the test binary.
 var testHarness harness.Config
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cordon-admission-test-")
-	if err != nil {
-		panic(err)
-	}
-	testHarness = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &testHarness) }

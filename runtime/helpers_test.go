@@ -91,16 +91,7 @@ func workspace(t testing.TB, base string) string {
 // store and cache in a temporary directory of the test binary.
 var testHarness harness.Config
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cordon-runtime-test-")
-	if err != nil {
-		panic(err)
-	}
-	testHarness = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &testHarness) }
 
 // newPolicy is the policy of cordon exec in ws: the workspace writable, no
 // network.

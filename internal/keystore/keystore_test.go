@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/internal/keystore"
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 )
 
@@ -52,23 +51,6 @@ func helperMain() int {
 	}
 	fmt.Fprintln(os.Stderr, "helper:", err)
 	return 1
-}
-
-// otherUser returns the uid and gid of the unprivileged account
-// cordontest; it skips unless the test runs as root and the account
-// exists.
-func otherUser(t *testing.T) (int, int) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: giving a file to another user needs root")
-	}
-	u, err := user.Lookup("cordontest")
-	if err != nil {
-		t.Skipf("skipping: no user cordontest: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uid, gid
 }
 
 func open(t *testing.T, state string) *keystore.Store {
@@ -218,7 +200,7 @@ func TestRefusedKeyFiles(t *testing.T) {
 			}
 		}},
 		{name: "another user's key", plant: func(t *testing.T, top, file string) {
-			uid, gid := otherUser(t)
+			uid, gid := testenv.OtherUser(t)
 			writeMode(t, file, good, 0o600)
 			if err := os.Chown(file, uid, gid); err != nil {
 				t.Fatal(err)
@@ -304,7 +286,7 @@ func TestRefusedKeysDirectory(t *testing.T) {
 			}
 		}},
 		{name: "another user's directory", plant: func(t *testing.T, top, keys string) {
-			uid, gid := otherUser(t)
+			uid, gid := testenv.OtherUser(t)
 			if err := os.Chown(keys, uid, gid); err != nil {
 				t.Fatal(err)
 			}

@@ -220,19 +220,8 @@ func (s *Session) Create(path string, dir bool, content string) error {
 				return err
 			}
 		}
-	} else {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-		if err != nil {
-			return err
-		}
-		_, err = f.WriteString(content)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-			return err
-		}
+	} else if err := createFile(path, content); err != nil {
+		return err
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
@@ -275,6 +264,12 @@ func CreateKept(path string, dir bool, content string) error {
 	if dir {
 		return os.Mkdir(path, 0o755)
 	}
+	return createFile(path, content)
+}
+
+// createFile makes the file path, which must not exist, holding content;
+// on a failure to write it, it is removed again.
+func createFile(path, content string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return err
@@ -282,6 +277,9 @@ func CreateKept(path string, dir bool, content string) error {
 	_, err = f.WriteString(content)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
 	}
 	return err
 }

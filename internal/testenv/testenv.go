@@ -48,3 +48,29 @@ func IsolateHarness(t *testing.T) harness.Config {
 	t.Setenv(harness.EnvConfig, "")
 	return h
 }
+
+// Main runs a package's tests (from TestMain) with *h set to the default
+// harness configuration whose per-user state and cache directories are in
+// one temporary directory of the test binary, removed afterwards, and
+// exits with their status.
+func Main(m *testing.M, h *harness.Config) {
+	dir, err := os.MkdirTemp("", "cordon-test-")
+	if err != nil {
+		panic(err)
+	}
+	*h = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// OtherUser returns a uid and gid that are not the test's (nobody's,
+// 65534), to give a file to another user; it skips unless the test runs
+// as root, which alone may.
+func OtherUser(t testing.TB) (uid, gid int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: giving a file to another user needs root")
+	}
+	return 65534, 65534
+}

@@ -3,33 +3,15 @@ package userdir_test
 import (
 	"errors"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
 )
-
-// otherUser returns the uid and gid of the unprivileged account
-// cordontest, to give a directory to another user; it skips unless the
-// test runs as root and the account exists.
-func otherUser(t *testing.T) (int, int) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: giving a file to another user needs root")
-	}
-	u, err := user.Lookup("cordontest")
-	if err != nil {
-		t.Skipf("skipping: no user cordontest: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uid, gid
-}
 
 // checkPrivate fails unless p is a real directory of this user, mode 0700.
 func checkPrivate(t *testing.T, p string) {
@@ -124,7 +106,7 @@ func TestEnsureRefuses(t *testing.T) {
 			}
 		}},
 		{name: "another user's directory", other: true, setup: func(t *testing.T, top, dir string) {
-			uid, gid := otherUser(t)
+			uid, gid := testenv.OtherUser(t)
 			mkdir(0o700)(t, top, dir)
 			if err := os.Chown(dir, uid, gid); err != nil {
 				t.Fatal(err)
@@ -228,7 +210,7 @@ func TestEnsurePathChecksEveryComponent(t *testing.T) {
 			os.WriteFile(filepath.Join(state, "runs"), nil, 0o600)
 		}},
 		{name: "middle another user's", setup: func(t *testing.T, top, state string) {
-			uid, gid := otherUser(t)
+			uid, gid := testenv.OtherUser(t)
 			if err := os.Chown(filepath.Join(state, "runs"), uid, gid); err != nil {
 				t.Fatal(err)
 			}

@@ -32,16 +32,7 @@ func tempWorkspace(t *testing.T) string {
 // directories in the test's temporary directory.
 var testHarness harness.Config
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cordon-bwrap-test-")
-	if err != nil {
-		panic(err)
-	}
-	testHarness = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &testHarness) }
 
 // newPolicy is NewPolicy under the test's harness configuration.
 func newPolicy(ws string) Policy { return NewPolicy(ws, testHarness) }
