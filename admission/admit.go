@@ -88,7 +88,7 @@ func New(cfg Config) (*Admitter, error) {
 	}
 	if cfg.Substrates == nil {
 		cfg.Substrates = map[string]substrate.Enforcer{
-			KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Workspace: root, StateDir: cfg.Harness.StateDir()}),
+			KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
 			KindWasm:   wasm.Enforcer{},
 			host.Name:  host.Enforcer{},
 		}

@@ -393,6 +393,42 @@ func TestNestedRunsDoNotOverlap(t *testing.T) {
 	}
 }
 
+// TestEnclosingRunWaitsForNested: while a run of a nested workspace goes
+// on, a run of the workspace around it — one that never had a run, so
+// that it has no lock file the nested run could hold — does not start:
+// its command could change the nested workspace under the nested run.
+func TestEnclosingRunWaitsForNested(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	outer := workspace(t, b)
+	inner := filepath.Join(outer, "sub")
+	os.Mkdir(inner, 0o755)
+	started := filepath.Join(inner, "started")
+	marker := filepath.Join(outer, "outer-ran")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		run(t, newPolicy(inner), fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done", started))
+	})
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := runSpec(context.Background(), Spec{Command: []string{"touch", marker}, Policy: newPolicy(outer)})
+	os.WriteFile(filepath.Join(inner, "done"), nil, 0o644)
+	wg.Wait()
+	if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "nested workspace "+inner) {
+		t.Fatalf("an enclosing run while a nested one goes on: %v; want a refusal naming the nested run", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the enclosing run's command ran")
+	}
+	if res := run(t, newPolicy(outer), "echo ok"); res.Stdout != "ok\n" {
+		t.Errorf("the enclosing run, once the nested one ended: %v %q", res, res.Stderr)
+	}
+}
+
 // TestSubmodulesAreNotAWayIn: git status at the workspace root enters
 // every submodule the index names and obeys that repository's
 // configuration. The entry of an existing submodule is read-only; a

@@ -273,7 +273,7 @@ func (e *env) admitter(toRun bool) (*admission.Admitter, error) {
 		Workspace: e.workspaceDir(),
 		Harness:   h,
 		Substrates: map[string]substrate.Enforcer{
-			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun, Workspace: e.workspaceDir(), StateDir: h.StateDir()}),
+			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun, Workspace: e.workspaceDir(), Harness: h}),
 			admission.KindWasm:   wasm.Enforcer{},
 			host.Name:            host.Enforcer{},
 		},

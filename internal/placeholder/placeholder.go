@@ -20,20 +20,27 @@
 //
 // On a journaling file system making and removing a directory costs far
 // more than renaming one (ext4 on a virtual disk: ~110 µs and ~200 µs
-// against ~13 µs), and a run needs a dozen of them. So the directories a
-// run no longer needs are renamed into a pool of spares in the per-user
-// state directory (hidden from every sandbox; no tool can put anything
-// there) and renamed into place by later runs, on the same file system;
-// elsewhere they are made and removed.
+// against ~13 µs), and a run needs a dozen of them. So the per-user state
+// directory (hidden from every sandbox) holds a few fresh, empty
+// directories made for the purpose, which runs rename into place, and a
+// trash, into which the placeholders no run needs any more are renamed.
+// A background sweep, while a run goes on, makes new spares and removes
+// the empty directories in the trash. A directory that was ever in a
+// workspace is never a spare again: a process that kept it open (its
+// working directory, say) could still write into it. On another file
+// system placeholders are made and removed.
 //
 // # Nested workspaces
 //
 // A run of an enclosing workspace can change a nested one — rename a
 // directory the nested run is about to bind, swap it for a symlink — and
-// bubblewrap resolves bind paths when it mounts. So a run does not start
-// while a run of an enclosing workspace is going on, and holds the lock of
-// every enclosing workspace exclusively for as long as it runs: no run of
-// an enclosing workspace starts meanwhile.
+// bubblewrap resolves bind paths when it mounts. So runs of nested
+// workspaces do not overlap. A run holds the lock of every enclosing
+// workspace that has one exclusively for as long as it runs, and records
+// itself in the per-user registry of runs going on (a file it holds
+// locked); a run whose workspace encloses one recorded there does not
+// start. Each run records itself before it looks at the others, so of two
+// that start at once at least one sees the other.
 package placeholder
 
 import (
@@ -70,8 +77,12 @@ type Session struct {
 	lock     *os.File
 	outer    []*os.File // the enclosing workspaces' locks, held exclusively
 	dir      string     // the workspace's manifest directory
-	spare    string     // the per-user pool of spare directories
+	spare    string     // the per-user fresh, empty directories
+	trash    string     // the per-user directories no run needs any more
+	active   *os.File   // this run's record in the registry of runs, held locked
+	recordAt string     // its path
 	manifest *os.File
+	swept    sync.WaitGroup
 
 	mu      sync.Mutex
 	created []Entry
@@ -80,8 +91,12 @@ type Session struct {
 	listed  bool
 }
 
-// maxSpares bounds the pool of spare directories.
-const maxSpares = 64
+// wantSpares is how many fresh directories a sweep keeps ready; maxTrash
+// bounds the trash, beyond which placeholders are removed where they are.
+const (
+	wantSpares = 32
+	maxTrash   = 256
+)
 
 // Entry is one placeholder a run created.
 type Entry struct {
@@ -101,15 +116,15 @@ type Entry struct {
 // directory.
 const LockName = "run.lock"
 
-// ErrNested: a run of an enclosing workspace is going on.
-var ErrNested = errors.New("a run of an enclosing workspace is going on")
+// ErrNested: a run of an enclosing or a nested workspace is going on.
+var ErrNested = errors.New("runs of nested workspaces cannot overlap")
 
 // Begin takes the shared lock of the workspace (absolute, canonical) in
 // its harness directory harnessDir (created mode 0700 when missing), and
 // the lock of every enclosing workspace exclusively; the manifests live
 // in the per-user state directory stateDir. It fails with [ErrNested]
-// when an enclosing workspace has a run going on. End the session when the
-// sandbox is gone.
+// when an enclosing or a nested workspace has a run going on. End the
+// session when the sandbox is gone.
 func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	sum := sha256.Sum256([]byte(workspace))
 	key := hex.EncodeToString(sum[:16])
@@ -121,9 +136,14 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	spare, err := userdir.EnsurePath(runs, "spare")
-	if err != nil {
-		return nil, err
+	var spare, trash, active string
+	for _, d := range []struct {
+		path *string
+		name string
+	}{{&spare, "fresh"}, {&trash, "trash"}, {&active, "active"}} {
+		if *d.path, err = userdir.EnsurePath(runs, d.name); err != nil {
+			return nil, err
+		}
 	}
 	if harnessDir == "" || strings.ContainsRune(harnessDir, '/') {
 		return nil, fmt.Errorf("placeholder: harness directory %q is not one path component", harnessDir)
@@ -139,7 +159,13 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
 	}
-	s := &Session{lock: lock, dir: dir, spare: spare}
+	s := &Session{lock: lock, dir: dir, spare: spare, trash: trash}
+	// Recorded first: a run of an enclosing workspace that starts from now
+	// on sees this one.
+	if s.active, s.recordAt, err = record(active, workspace); err != nil {
+		s.release()
+		return nil, fmt.Errorf("cannot record the run in %s: %w", active, err)
+	}
 	// The enclosing workspaces first, so that two nested runs starting at
 	// once take the locks in the same order.
 	for _, outer := range enclosing(workspace, harnessDir) {
@@ -150,7 +176,7 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 		if err := flock(f, unix.LOCK_EX, 0); err != nil {
 			f.Close()
 			s.release()
-			return nil, fmt.Errorf("%w (%s)", ErrNested, filepath.Dir(filepath.Dir(outer)))
+			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, filepath.Dir(filepath.Dir(outer)))
 		}
 		s.outer = append(s.outer, f)
 	}
@@ -158,7 +184,104 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("cannot take the run lock of %s (a run of a nested workspace may be going on): %w", workspace, err)
 	}
+	// Taken the lock first: a run of a nested workspace that starts from
+	// now on finds it held.
+	if nested := runningInside(active, s.recordAt, workspace); nested != "" {
+		s.release()
+		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
+	}
+	s.swept.Add(1)
+	go func() {
+		defer s.swept.Done()
+		sweep(spare, trash)
+	}()
 	return s, nil
+}
+
+// maxRecord bounds one record of the registry of runs.
+const maxRecord = 8 << 10
+
+// record adds a record of a run of workspace to the registry dir and
+// returns it, held locked for as long as the run lasts. It is made under
+// a temporary name and locked before it is renamed into place, so that no
+// one sees it unlocked.
+func record(dir, workspace string) (*os.File, string, error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := hex.EncodeToString(rnd[:])
+	tmp, path := filepath.Join(dir, ".t-"+name), filepath.Join(dir, "r-"+name)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		if _, err = f.WriteString(workspace); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, "", err
+	}
+	return f, path, nil
+}
+
+// runningInside returns a workspace strictly inside workspace that a run
+// recorded in the registry dir (other than self) is going on in, or "".
+// Records whose run is gone (their lock is free) are removed.
+func runningInside(dir, self, workspace string) string {
+	names, err := readNames(dir)
+	if err != nil {
+		return ""
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "r-") || n == filepath.Base(self) {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.Remove(p) // its run is gone
+			f.Close()
+			continue
+		}
+		f.Close()
+		if ws := string(data); ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
+			return ws
+		}
+	}
+	return ""
+}
+
+// sweeping lets one sweep of a process run at a time.
+var sweeping sync.Mutex
+
+// sweep makes fresh spare directories up to wantSpares and removes the
+// empty directories in the trash. It never removes what is not empty.
+func sweep(spare, trash string) {
+	if !sweeping.TryLock() {
+		return
+	}
+	defer sweeping.Unlock()
+	if names, err := readNames(spare); err == nil {
+		for i := len(names); i < wantSpares; i++ {
+			var rnd [8]byte
+			rand.Read(rnd[:])
+			if os.Mkdir(filepath.Join(spare, "d-"+hex.EncodeToString(rnd[:])), 0o755) != nil {
+				break
+			}
+		}
+	}
+	if names, err := readNames(trash); err == nil {
+		for _, n := range names {
+			unix.Rmdir(filepath.Join(trash, n)) // fails unless empty
+		}
+	}
 }
 
 // enclosing lists the lock files of the workspaces that enclose workspace,
@@ -178,12 +301,17 @@ func enclosing(workspace, harnessDir string) []string {
 	return out
 }
 
-// release lets go of every lock the session holds.
+// release lets go of every lock the session holds, and of its record.
 func (s *Session) release() {
 	for _, f := range s.outer {
 		f.Close()
 	}
 	s.outer = nil
+	if s.active != nil {
+		os.Remove(s.recordAt)
+		s.active.Close()
+		s.active = nil
+	}
 	s.lock.Close()
 }
 
@@ -324,6 +452,7 @@ func (s *Session) End() error {
 	}
 	recorded := s.manifest != nil
 	s.mu.Unlock()
+	s.swept.Wait()
 	defer s.release()
 	// Converting the lock releases it first: a run that starts meanwhile
 	// takes it shared, and then this one leaves the placeholders to it.
@@ -333,7 +462,7 @@ func (s *Session) End() error {
 	if !recorded && !s.leftovers() {
 		return nil // nothing of this run's or anyone's to remove
 	}
-	return clean(s.dir, s.spare)
+	return clean(s.dir, s.trash)
 }
 
 // leftovers reports whether the workspace's directory holds a manifest
@@ -352,8 +481,8 @@ func (s *Session) leftovers() bool {
 }
 
 // clean removes what every manifest in dir records, deepest first; a
-// directory goes to the pool spare while it holds fewer than maxSpares.
-func clean(dir, spare string) error {
+// directory goes to the trash while it holds fewer than maxTrash.
+func clean(dir, trash string) error {
 	names, err := readNames(dir)
 	if err != nil {
 		return err
@@ -387,9 +516,9 @@ func clean(dir, spare string) error {
 			}
 		}
 	}()
-	pool := &pool{dir: spare}
-	if names, err := readNames(spare); err == nil {
-		pool.room = maxSpares - len(names)
+	bin := &trashDir{dir: trash}
+	if names, err := readNames(trash); err == nil {
+		bin.room = maxTrash - len(names)
 	}
 	var errs []error
 	for _, e := range entries {
@@ -405,7 +534,7 @@ func clean(dir, spare string) error {
 		if fd < 0 {
 			continue // gone, or not reachable without a link: leave it
 		}
-		if err := removeIfUnchanged(fd, e, pool); err != nil {
+		if err := removeIfUnchanged(fd, e, bin); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -421,7 +550,7 @@ func clean(dir, spare string) error {
 // following a symlink in any component (dfd is its parent, opened so): a
 // placeholder's parent swapped for a link never leads the removal
 // elsewhere.
-func removeIfUnchanged(dfd int, e Entry, pool *pool) error {
+func removeIfUnchanged(dfd int, e Entry, bin *trashDir) error {
 	base := filepath.Base(e.Path)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -435,7 +564,7 @@ func removeIfUnchanged(dfd int, e Entry, pool *pool) error {
 		if !e.Dir {
 			return nil
 		}
-		if done, err := pool.put(dfd, base); done {
+		if done, err := bin.put(dfd, base); done {
 			return err
 		}
 		err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR) // fails unless empty
@@ -456,24 +585,19 @@ func removeIfUnchanged(dfd int, e Entry, pool *pool) error {
 	return nil
 }
 
-// pool is the per-user directory of spare directories.
-type pool struct {
+// trashDir is the per-user directory of directories no run needs any
+// more, which a sweep removes.
+type trashDir struct {
 	dir  string
 	room int
 }
 
-// put renames the empty directory base in dfd into the pool and reports
+// put renames the empty directory base in dfd into the trash and reports
 // whether it is done with it: moved, or left where it is because it is not
 // empty or still a mount point somewhere. When it reports false, the
-// caller removes the directory instead.
-func (p *pool) put(dfd int, base string) (bool, error) {
-	if p.room <= 0 {
-		return false, nil
-	}
-	// Only a directory of this user's goes to its pool: one owned by
-	// another user could be written to by them once it is in place again.
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o7022 != 0 {
+// caller removes the directory where it is.
+func (t *trashDir) put(dfd int, base string) (bool, error) {
+	if t.room <= 0 {
 		return false, nil
 	}
 	if !emptyDir(dfd, base) {
@@ -481,20 +605,20 @@ func (p *pool) put(dfd int, base string) (bool, error) {
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	name := filepath.Join(p.dir, "d-"+hex.EncodeToString(rnd[:]))
+	name := filepath.Join(t.dir, "d-"+hex.EncodeToString(rnd[:]))
 	switch err := renameNoReplace(dfd, base, unix.AT_FDCWD, name); err {
 	case nil:
 	case unix.EBUSY, unix.ENOENT:
 		return true, nil // a mount point in some namespace still, or gone
 	default:
-		p.room = 0 // another file system, or not ours to move: remove instead
+		t.room = 0 // another file system, say: remove instead
 		return false, nil
 	}
-	p.room--
+	t.room--
 	if emptyDir(unix.AT_FDCWD, name) {
 		return true, nil
 	}
-	// Written to between the look and the move: it goes back.
+	// Written to on the host between the look and the move: it goes back.
 	if err := renameNoReplace(unix.AT_FDCWD, name, dfd, base); err != nil {
 		return true, fmt.Errorf("placeholder %s gained entries while it was put away; they are in %s: %w", base, name, err)
 	}

@@ -680,10 +680,10 @@ func TestHammer(t *testing.T) {
 	}
 }
 
-// spares lists the pool of spare directories.
-func spares(t *testing.T, top string) []string {
+// pool lists the per-user directory name ("fresh" or "trash") of runs.
+func pool(t *testing.T, top, name string) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(top, "state", "runs", "spare", "*"))
+	m, err := filepath.Glob(filepath.Join(top, "state", "runs", name, "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,84 +699,104 @@ func inode(t *testing.T, p string) uint64 {
 	return st.Ino
 }
 
-// TestSpares: a directory placeholder no run needs any more goes to the
-// per-user pool, empty, and the next run renames it into place instead of
-// making one; one that gained entries on the host, or that belongs to
-// another user, never goes there.
+func inodes(t *testing.T, paths []string) map[uint64]string {
+	out := map[uint64]string{}
+	for _, p := range paths {
+		out[inode(t, p)] = p
+	}
+	return out
+}
+
+// TestSpares: runs rename fresh directories from the per-user state
+// directory into place, and placeholders no run needs go to the trash,
+// never to be a placeholder again: a process that kept one open (as a
+// sandboxed command of an enclosing workspace could) and writes into it
+// later never reaches another run's placeholder.
 func TestSpares(t *testing.T) {
 	top := layout(t)
 	ws := filepath.Join(top, "ws")
 	vscode, idea := filepath.Join(ws, ".vscode"), filepath.Join(ws, ".idea")
 
+	end(t, begin(t, top)) // its sweep makes the fresh directories
+	fresh := pool(t, top, "fresh")
+	if len(fresh) == 0 {
+		t.Fatalf("no fresh directories after a sweep")
+	}
+	for _, p := range append(fresh, filepath.Dir(fresh[0])) {
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() || (p == filepath.Dir(fresh[0]) && fi.Mode().Perm() != 0o700) {
+			t.Errorf("%s: %v, %v", p, fi.Mode(), err)
+		}
+	}
+	before := inodes(t, fresh)
+
 	s := begin(t, top)
 	create(t, s, vscode, true, "")
+	create(t, s, idea, true, "")
+	if _, ok := before[inode(t, vscode)]; !ok {
+		t.Errorf("%s is not one of the fresh directories", vscode)
+	}
+	// A process keeps the placeholder open, and the host writes into the
+	// other one during the run.
+	kept, err := unix.Open(vscode, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kept)
+	os.WriteFile(filepath.Join(idea, "workspace.xml"), []byte("mine"), 0o644)
 	ino := inode(t, vscode)
 	end(t, s)
 	if got := describe(t, vscode); got != "absent" {
-		t.Fatalf("after End, %s is %s", vscode, got)
+		t.Errorf("after End, %s is %s", vscode, got)
 	}
-	pool := spares(t, top)
-	if len(pool) != 1 || inode(t, pool[0]) != ino {
-		t.Fatalf("pool %q, want the placeholder's directory (inode %d)", pool, ino)
-	}
-	if fi, err := os.Lstat(filepath.Dir(pool[0])); err != nil || fi.Mode() != fs.ModeDir|0o700 {
-		t.Errorf("pool directory: %v, %v; want mode drwx------", fi.Mode(), err)
-	}
-
-	// The next run takes it; a second placeholder is made.
-	s = begin(t, top)
-	create(t, s, idea, true, "")
-	create(t, s, vscode, true, "")
-	if inode(t, idea) != ino {
-		t.Errorf("the spare directory was not reused: %s is inode %d, the spare %d", idea, inode(t, idea), ino)
-	}
-	if got := spares(t, top); len(got) != 0 {
-		t.Errorf("pool %q after taking its only spare", got)
-	}
-	if err := s.Create(idea, true, ""); !errors.Is(err, fs.ErrExist) {
-		t.Errorf("Create over a placeholder: %v, want fs.ErrExist", err)
-	}
-	// Something written on the host during the run stays where it is.
-	os.WriteFile(filepath.Join(idea, "workspace.xml"), []byte("mine"), 0o644)
-	if os.Geteuid() == 0 {
-		os.Chown(vscode, 65534, 65534) // another user's: removed, never pooled
-	}
-	end(t, s)
 	if got := describe(t, idea); got != `dir ["workspace.xml"]` {
 		t.Errorf("after End, %s is %s; want the host's file kept", idea, got)
 	}
-	if got := describe(t, vscode); got != "absent" {
-		t.Errorf("after End, %s is %s", vscode, got)
+	trashed, ok := inodes(t, pool(t, top, "trash"))[ino]
+	if !ok {
+		t.Fatalf("the placeholder is not in the trash")
 	}
-	want := 1
-	if os.Geteuid() == 0 {
-		want = 0
+	// Written through the kept descriptor, after the run.
+	fd, err := unix.Openat(kept, "settings.json", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := spares(t, top); len(got) != want {
-		t.Errorf("pool %q, want %d spare(s)", got, want)
-	}
-	for _, p := range spares(t, top) {
-		if got := describe(t, p); got != "dir []" {
-			t.Errorf("spare %s is %s", p, got)
+	unix.Close(fd)
+
+	// Later runs take every fresh directory and more: none is the one
+	// written to, and every placeholder is empty.
+	s = begin(t, top)
+	for i := range 2 * len(fresh) {
+		p := filepath.Join(ws, fmt.Sprint("d", i))
+		create(t, s, p, true, "")
+		if got := describe(t, p); got != "dir []" || inode(t, p) == ino {
+			t.Errorf("placeholder %s is %s (inode %d; the written one is %d)", p, got, inode(t, p), ino)
 		}
+	}
+	end(t, s)
+	if got := describe(t, trashed); got != `dir ["settings.json"]` {
+		t.Errorf("the written directory is %s in the trash; want it kept there, not removed or reused", got)
+	}
+	end(t, begin(t, top)) // its sweep empties the trash of what is empty
+	if got := pool(t, top, "trash"); len(got) != 1 || got[0] != trashed {
+		t.Errorf("trash after a sweep: %q, want only %s", got, trashed)
 	}
 }
 
-// TestSparesAreBounded: the pool never holds more than a bounded number of
-// directories; the rest are removed.
-func TestSparesAreBounded(t *testing.T) {
+// TestTrashIsBounded: beyond a bounded trash, placeholders are removed
+// where they are.
+func TestTrashIsBounded(t *testing.T) {
 	top := layout(t)
 	ws := filepath.Join(top, "ws")
 	s := begin(t, top)
-	for i := range 100 {
+	for i := range 300 {
 		create(t, s, filepath.Join(ws, fmt.Sprint("d", i)), true, "")
 	}
 	end(t, s)
-	if got := len(spares(t, top)); got != 64 {
-		t.Errorf("pool holds %d spares, want 64", got)
+	if got := len(pool(t, top, "trash")); got != 256 {
+		t.Errorf("trash holds %d directories, want 256", got)
 	}
 	if entries, _ := os.ReadDir(ws); len(entries) != 1 || entries[0].Name() != ".efferent" {
-		t.Errorf("after End the workspace holds %v", entries)
+		t.Errorf("after End the workspace holds %d entries", len(entries))
 	}
 }
 
@@ -794,10 +814,8 @@ func TestSparesOnAnotherFileSystem(t *testing.T) {
 		t.Skip("/dev/shm is on the same file system as the temporary directory")
 	}
 	state := filepath.Join(top, "state")
-	s := begin(t, top) // leaves one spare on the state directory's file system
-	create(t, s, filepath.Join(top, "ws", ".x"), true, "")
-	end(t, s)
-	pool := spares(t, top)
+	end(t, begin(t, top))
+	fresh := pool(t, top, "fresh")
 	for range 2 {
 		s, err := placeholder.Begin(state, shm, ".efferent")
 		if err != nil {
@@ -809,7 +827,77 @@ func TestSparesOnAnotherFileSystem(t *testing.T) {
 			t.Errorf("after End, the placeholder is %s", got)
 		}
 	}
-	if got := spares(t, top); !slices.Equal(got, pool) || len(got) != 1 {
-		t.Errorf("pool %q, want %q: nothing taken or put across file systems", got, pool)
+	if got := pool(t, top, "fresh"); !slices.Equal(got, fresh) {
+		t.Errorf("fresh %q, want %q: nothing taken across file systems", got, fresh)
+	}
+	if got := pool(t, top, "trash"); len(got) != 0 {
+		t.Errorf("trash %q: nothing put there across file systems", got)
+	}
+}
+
+// TestNestedRunOfANeverRunWorkspace: a run of a workspace that has never
+// had one (no lock file yet) does not start while a run of a workspace
+// inside it is going on.
+func TestNestedRunOfANeverRunWorkspace(t *testing.T) {
+	top := t.TempDir()
+	state := filepath.Join(top, "state")
+	outer := filepath.Join(top, "outer")
+	inner := filepath.Join(outer, "sub", "inner")
+	os.MkdirAll(inner, 0o755)
+	i, err := placeholder.Begin(state, inner, ".efferent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := placeholder.Begin(state, outer, ".efferent")
+	if !errors.Is(err, placeholder.ErrNested) || !strings.Contains(fmt.Sprint(err), inner) {
+		if o != nil {
+			o.End()
+		}
+		t.Fatalf("Begin(outer) while a nested run goes on: %v; want ErrNested naming %s", err, inner)
+	}
+	i.End()
+	o, err = placeholder.Begin(state, outer, ".efferent")
+	if err != nil {
+		t.Fatalf("Begin(outer) after the nested run ended: %v", err)
+	}
+	o.End()
+}
+
+// TestNestedRunsNeverOverlap starts runs of a workspace and of one inside
+// it at once, many times, each holding its session for a moment: never
+// are both going on.
+func TestNestedRunsNeverOverlap(t *testing.T) {
+	for round := range 30 {
+		top := t.TempDir()
+		state := filepath.Join(top, "state")
+		outer := filepath.Join(top, "outer")
+		inner := filepath.Join(outer, "inner")
+		os.MkdirAll(inner, 0o755)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		active, most := 0, 0
+		for _, ws := range []string{outer, inner} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := placeholder.Begin(state, ws, ".efferent")
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				active++
+				most = max(most, active)
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+				mu.Lock()
+				active--
+				mu.Unlock()
+				s.End()
+			}()
+		}
+		wg.Wait()
+		if most > 1 {
+			t.Fatalf("round %d: runs of %s and of %s went on at once", round, outer, inner)
+		}
 	}
 }

@@ -601,8 +601,8 @@ func TestRunRefusesWhatIsNotASandbox(t *testing.T) {
 		"reports itself": fake("liar", "printf '{ \"child-pid\": %d }\\n' $$ >&4; read x <&3; while [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"),
 	} {
 		o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"echo", "ran"}, Timeout: 5 * time.Second})
-		if !errors.Is(err, ErrUnavailable) {
-			t.Errorf("%s: Run = %v, %v; want ErrUnavailable", name, o, err)
+		if !errors.Is(err, ErrUnavailable) || strings.Contains(err.Error(), "refusing to run") {
+			t.Errorf("%s: Run = %v, %v; want ErrUnavailable from the check of its sandbox", name, o, err)
 		}
 	}
 }
@@ -685,7 +685,7 @@ func TestVersionIsKeptPerBinary(t *testing.T) {
 		return strings.Count(string(b), "x")
 	}
 	facts := func() string {
-		f, err := NewEnforcer(EnforcerConfig{Bwrap: wrapper, ProbeAtRun: true, StateDir: state}).Facts(context.Background())
+		f, err := NewEnforcer(EnforcerConfig{Bwrap: wrapper, ProbeAtRun: true, Harness: harness.Default().WithStateDir(state)}).Facts(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -702,5 +702,92 @@ func TestVersionIsKeptPerBinary(t *testing.T) {
 	os.WriteFile(wrapper, []byte(script+"# changed\n"), 0o755)
 	if again := facts(); again != v || count() != 2 {
 		t.Errorf("Facts after the binary changed: version %q after %d runs; want it run again", again, count())
+	}
+}
+
+// TestTrustedProgram: the bwrap cordon runs is the resolved file, and one
+// that someone else — a sandboxed command, another user — could have put
+// there is refused.
+func TestTrustedProgram(t *testing.T) {
+	dir := t.TempDir()
+	prog := func(rel string) string {
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+		return p
+	}
+	good := prog("ok/bin/bwrap")
+	link := filepath.Join(dir, "link")
+	os.Symlink(good, link)
+	if got, err := trustedProgram(link, "", ".efferent"); err != nil || got != good {
+		t.Errorf("trustedProgram(a link to %s) = %q, %v; want the resolved path", good, got, err)
+	}
+	// Inside a directory that has been a workspace (another one's too).
+	other := prog("proj/tools/bin/bwrap")
+	os.MkdirAll(filepath.Join(dir, "proj", ".efferent"), 0o700)
+	os.WriteFile(filepath.Join(dir, "proj", ".efferent", "run.lock"), nil, 0o600)
+	// Writable by group or others, or on the way through such a directory.
+	shared := prog("shared/bwrap")
+	os.Chmod(filepath.Join(dir, "shared"), 0o777)
+	groupw := prog("gw/bwrap")
+	os.Chmod(groupw, 0o775)
+	cases := map[string]string{other: "a workspace where sandboxed commands have run", shared: "writable by group or others", groupw: "writable by group or others"}
+	if os.Geteuid() == 0 {
+		theirs := prog("theirs/bwrap")
+		os.Chown(filepath.Dir(theirs), 65534, 65534)
+		cases[theirs] = "belongs to uid 65534"
+	}
+	for p, why := range cases {
+		if got, err := trustedProgram(p, "", ".efferent"); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), why) {
+			t.Errorf("trustedProgram(%s) = %q, %v; want ErrUnavailable: %s", p, got, err, why)
+		}
+	}
+	if _, err := trustedProgram(good, filepath.Join(dir, "ok"), ".efferent"); err == nil || !strings.Contains(err.Error(), "inside the workspace") {
+		t.Errorf("trustedProgram inside the workspace: %v", err)
+	}
+}
+
+// TestSwappedBwrapLinkNeverRuns: a link <ws>/.local/bin/bwrap that a
+// concurrent run keeps switching between the real bwrap and a program of
+// its own never gets its program run: cordon runs the file it checked.
+func TestSwappedBwrapLinkNeverRuns(t *testing.T) {
+	real, err := Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	testenv.Require(t, Detect(context.Background(), real) == nil, "a working bubblewrap sandbox")
+	ws := tempWorkspace(t)
+	marker := filepath.Join(t.TempDir(), "ran-on-the-host")
+	bin := filepath.Join(ws, ".local", "bin")
+	os.MkdirAll(bin, 0o755)
+	evil := filepath.Join(bin, "evil")
+	os.WriteFile(evil, []byte("#!/bin/sh\necho x >> "+marker+"\nexec "+real+" \"$@\"\n"), 0o755)
+	link := filepath.Join(bin, "bwrap")
+	os.Symlink(real, link)
+	done := make(chan struct{})
+	swapped := make(chan struct{})
+	go func() {
+		defer close(swapped)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			target := real
+			if i%2 == 1 {
+				target = evil
+			}
+			tmp := filepath.Join(bin, "t")
+			os.Remove(tmp)
+			os.Symlink(target, tmp)
+			os.Rename(tmp, link)
+		}
+	}()
+	for range 30 {
+		Run(context.Background(), Spec{Environ: []string{"PATH=" + bin + ":/usr/bin:/bin"}, Policy: newPolicy(ws), Command: []string{"true"}})
+	}
+	close(done)
+	<-swapped
+	if data, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the swapped-in program ran on the host %d times", strings.Count(string(data), "x"))
 	}
 }

@@ -34,7 +34,7 @@
 // way to it, is refused with [ErrProtectedPath]: bubblewrap would follow
 // it. Placeholders are shared by the runs of a workspace and removed by
 // the last one (package internal/placeholder explains the lock); a run does
-// not start while a run of an enclosing workspace is going on.
+// not start while a run of an enclosing or a nested workspace is going on.
 //
 // The process runs in new user, PID, IPC, UTS and cgroup namespaces with
 // every capability dropped and no further user namespaces allowed, in a

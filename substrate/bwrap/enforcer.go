@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,10 +39,12 @@ type EnforcerConfig struct {
 	// bubblewrap found inside it is refused, never run (an earlier
 	// command could have written it).
 	Workspace string
-	// StateDir, when set, is cordon's per-user state directory, where the
-	// output of `bwrap --version` is kept for the binary it came from, so
-	// that a new cordon process need not run it again.
-	StateDir string
+	// Harness, when set, is the harness configuration: a bubblewrap inside
+	// a directory that has been a workspace is refused, and the output of
+	// `bwrap --version` is kept in its per-user state directory for the
+	// binary it came from, so that a new cordon process need not run it
+	// again.
+	Harness harness.Config
 }
 
 // Enforcer is the bwrap substrate's side of admission: the facts of the
@@ -90,7 +93,7 @@ func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
 			return f, Unavailable(fmt.Errorf("%w; install bubblewrap", err))
 		}
 	}
-	if err := outsideWorkspace(prog, n.cfg.Workspace); err != nil {
+	if prog, err = trustedProgram(prog, n.cfg.Workspace, n.cfg.Harness.RegistryDir()); err != nil {
 		return f, err
 	}
 	if !n.cfg.ProbeAtRun {
@@ -98,7 +101,11 @@ func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
 			return f, err
 		}
 	}
-	v, err := version(ctx, prog, n.cfg.StateDir)
+	var stateDir string
+	if !n.cfg.Harness.IsZero() {
+		stateDir = n.cfg.Harness.StateDir()
+	}
+	v, err := version(ctx, prog, stateDir)
 	if err != nil {
 		return f, err
 	}
@@ -230,16 +237,47 @@ func version(ctx context.Context, prog, stateDir string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, prog, "--version").Output()
-	if err != nil {
+	cmd := exec.CommandContext(ctx, prog, "--version")
+	var out bytes.Buffer
+	cmd.Stdout = &limitedWriter{w: &out, n: 256}
+	if err := cmd.Run(); err != nil {
 		return "", Unavailable(fmt.Errorf("%s --version: %w", prog, err))
 	}
-	v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap"))
+	v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out.String()), "bubblewrap"))
+	if !versionLike(v) {
+		return "", Unavailable(fmt.Errorf("%s --version printed %q, not a bubblewrap version", prog, out.String()))
+	}
 	if file != "" && v != "" {
 		id.Version = v
 		writeRecord(file, id)
 	}
 	return v, nil
+}
+
+// versionLike reports whether v reads as a version: "0.8.0", "0.11.0-rc1".
+func versionLike(v string) bool {
+	if v == "" || len(v) > 64 || v[0] < '0' || v[0] > '9' {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || strings.ContainsRune(".+~_-", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// limitedWriter keeps the first n bytes written to it and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	k := min(len(p), l.n)
+	l.w.Write(p[:k])
+	l.n -= k
+	return len(p), nil
 }
 
 // fileIdentity describes the file prog resolves to.

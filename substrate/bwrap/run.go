@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,7 +86,8 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			return substrate.Outcome{}, Unavailable(err)
 		}
 	}
-	if err := outsideWorkspace(bin, s.Policy.Workspace()); err != nil {
+	bin, err := trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness.RegistryDir())
+	if err != nil {
 		return substrate.Outcome{}, err
 	}
 	// bwrap starts first and waits for its options on a pipe, so that its
@@ -185,29 +185,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
 	}
 	return substrate.Outcome{}, sb.Failure(ctx, o.Stderr)
-}
-
-// outsideWorkspace refuses a bwrap program inside the workspace — one a
-// PATH entry such as <ws>/.local/bin finds there: any earlier sandboxed
-// command could have written it, and cordon would run it on the host.
-func outsideWorkspace(bin, ws string) error {
-	real, err := filepath.EvalSymlinks(bin)
-	if err != nil {
-		return Unavailable(fmt.Errorf("cannot resolve %s: %w", bin, err))
-	}
-	if ws == "" {
-		return nil
-	}
-	if abs, err := filepath.Abs(ws); err == nil {
-		ws = abs
-	}
-	if r, err := filepath.EvalSymlinks(ws); err == nil {
-		ws = r
-	}
-	if within(real, ws) {
-		return Unavailable(fmt.Errorf("refusing to run %s: it is inside the workspace %s, where sandboxed commands write; install bubblewrap outside it (a system package)", real, ws))
-	}
-	return nil
 }
 
 // errNotes turns a failure of the after-run checks into notes.

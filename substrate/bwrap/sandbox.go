@@ -225,7 +225,7 @@ func (s *Sandbox) begin() error {
 	sess, err := placeholder.Begin(p.harness.StateDir(), ws, p.harness.RegistryDir())
 	if errors.Is(err, placeholder.ErrNested) {
 		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err,
-			detail: "a run of an enclosing workspace is going on, and its commands could change this workspace while its sandbox is set up; run one at a time (" + err.Error() + ")"}
+			detail: err.Error() + ", and the commands of the enclosing one could change the nested one while its sandbox is set up; run one at a time"}
 	}
 	if err != nil {
 		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}

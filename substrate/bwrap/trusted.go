@@ -1,0 +1,67 @@
+package bwrap
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// trustedProgram resolves the bwrap program bin and returns the path to
+// run: the resolved one, so that no link is followed between the check and
+// the exec. It refuses a program that someone other than this user and
+// root could have put there, since cordon runs it on the host:
+//
+//   - one inside the workspace ws, or inside any directory that has been a
+//     cordon workspace (it holds harnessDir/run.lock): a sandboxed command
+//     could have written it;
+//   - one that is, or has a directory above it that is, owned by another
+//     user than root and this one, or writable by group or others (a
+//     sticky directory, such as /tmp, excepted: only the owner of an entry
+//     may replace it there, and that owner is checked next).
+func trustedProgram(bin, ws, harnessDir string) (string, error) {
+	real, err := filepath.EvalSymlinks(bin)
+	if err == nil && !filepath.IsAbs(real) {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return "", Unavailable(fmt.Errorf("cannot resolve %s: %w", bin, err))
+	}
+	refuse := func(why string) error {
+		return Unavailable(fmt.Errorf("refusing to run %s: %s; install bubblewrap from your distribution (root's /usr/bin/bwrap)", real, why))
+	}
+	if ws != "" {
+		if abs, err := filepath.Abs(ws); err == nil {
+			ws = abs
+		}
+		if r, err := filepath.EvalSymlinks(ws); err == nil {
+			ws = r
+		}
+		if within(real, ws) {
+			return "", refuse("it is inside the workspace " + ws + ", where sandboxed commands write")
+		}
+	}
+	euid := uint32(os.Geteuid())
+	for p := real; ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return "", refuse(fmt.Sprintf("cannot inspect %s: %v", p, err))
+		}
+		if st.Uid != 0 && st.Uid != euid {
+			return "", refuse(fmt.Sprintf("%s belongs to uid %d, who could replace it", p, st.Uid))
+		}
+		if st.Mode&0o022 != 0 && (st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISVTX == 0) {
+			return "", refuse(fmt.Sprintf("%s is writable by group or others (mode %#o)", p, st.Mode&0o7777))
+		}
+		if p != real && harnessDir != "" {
+			var lk unix.Stat_t
+			if unix.Lstat(filepath.Join(p, harnessDir, "run.lock"), &lk) == nil {
+				return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands have run", p))
+			}
+		}
+		if p == "/" {
+			return real, nil
+		}
+	}
+}
