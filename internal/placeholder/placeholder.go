@@ -87,7 +87,7 @@ type Session struct {
 	mu      sync.Mutex
 	created []Entry
 	ended   bool
-	spares  []string // names in the pool, listed at the first use
+	spares  []string // names of fresh directories, listed at the first use
 	listed  bool
 }
 
