@@ -20,15 +20,18 @@
 //
 // On a journaling file system making and removing a directory costs far
 // more than renaming one (ext4 on a virtual disk: ~110 µs and ~200 µs
-// against ~13 µs), and a run needs a dozen of them. So the per-user state
-// directory (hidden from every sandbox) holds a few fresh, empty
-// directories made for the purpose, which runs rename into place, and a
-// trash, into which the placeholders no run needs any more are renamed.
-// A background sweep, while a run goes on, makes new spares and removes
-// the empty directories in the trash. A directory that was ever in a
-// workspace is never a spare again: a process that kept it open (its
-// working directory, say) could still write into it. On another file
-// system placeholders are made and removed.
+// against ~13 µs), and a run needs a dozen of them. So the directory
+// placeholders a run no longer needs are renamed, empty, into the
+// workspace's own reuse directory in the per-user state directory (hidden
+// from every sandbox), and later runs of that workspace rename them into
+// place again; a background sweep keeps a few fresh directories (never in
+// any workspace before) for workspaces without any, and empties a trash.
+// A directory is used again only in the workspace it came from: a process
+// that kept it open could write into it after it was put away, but only
+// one that could write that workspace's paths anyway (a run of an
+// enclosing workspace, a process on the host), and a directory that is not
+// empty when it is taken goes to the trash, never to be used again. On
+// another file system placeholders are made and removed.
 //
 // # Nested workspaces
 //
@@ -78,6 +81,7 @@ type Session struct {
 	outer    []*os.File // the enclosing workspaces' locks, held exclusively
 	dir      string     // the workspace's manifest directory
 	spare    string     // the per-user fresh, empty directories
+	reuse    string     // this workspace's placeholder directories to use again
 	trash    string     // the per-user directories no run needs any more
 	active   *os.File   // this run's record in the registry of runs, held locked
 	recordAt string     // its path
@@ -89,12 +93,16 @@ type Session struct {
 	ended   bool
 	spares  []string // names of fresh directories, listed at the first use
 	listed  bool
+
+	sweepStarted bool
 }
 
-// wantSpares is how many fresh directories a sweep keeps ready; maxTrash
-// bounds the trash, beyond which placeholders are removed where they are.
+// wantSpares is how many fresh directories a sweep keeps ready; maxReuse
+// bounds a workspace's directories for reuse, and maxTrash the trash,
+// beyond which placeholders are removed where they are.
 const (
 	wantSpares = 32
+	maxReuse   = 64
 	maxTrash   = 256
 )
 
@@ -128,23 +136,11 @@ var ErrNested = errors.New("runs of nested workspaces cannot overlap")
 func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	sum := sha256.Sum256([]byte(workspace))
 	key := hex.EncodeToString(sum[:16])
-	runs, err := userdir.EnsurePath(stateDir, "runs")
+	dirs, err := ensureDirs(stateDir, key)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := userdir.EnsurePath(runs, key)
-	if err != nil {
-		return nil, err
-	}
-	var spare, trash, active string
-	for _, d := range []struct {
-		path *string
-		name string
-	}{{&spare, "fresh"}, {&trash, "trash"}, {&active, "active"}} {
-		if *d.path, err = userdir.EnsurePath(runs, d.name); err != nil {
-			return nil, err
-		}
-	}
+	dir, spare, reuse, trash, active := dirs[0], dirs[1], dirs[2], dirs[3], dirs[4]
 	if harnessDir == "" || strings.ContainsRune(harnessDir, '/') {
 		return nil, fmt.Errorf("placeholder: harness directory %q is not one path component", harnessDir)
 	}
@@ -159,7 +155,7 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
 	}
-	s := &Session{lock: lock, dir: dir, spare: spare, trash: trash}
+	s := &Session{lock: lock, dir: dir, spare: spare, reuse: reuse, trash: trash}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
 	if s.active, s.recordAt, err = record(active, workspace); err != nil {
@@ -190,12 +186,72 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
 	}
+	return s, nil
+}
+
+// Sweep starts, in the background, the upkeep of the per-user directories
+// (fresh directories made, the trash emptied), at most once a session;
+// End waits for it. Call it while the run's sandbox is being set up, when
+// it costs the run nothing.
+func (s *Session) Sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sweepStarted || s.ended {
+		return
+	}
+	s.sweepStarted = true
 	s.swept.Add(1)
 	go func() {
 		defer s.swept.Done()
-		sweep(spare, trash)
+		sweep(s.spare, s.trash)
 	}()
-	return s, nil
+}
+
+// ensured remembers, for the life of the process, the state directories
+// made and checked once: they are the user's own, mode 0700.
+var ensured sync.Map // stateDir + "\x00" + key -> [5]string
+
+// ensureDirs makes and checks the directories of runs in stateDir: the
+// workspace's (key) and its reuse directory, fresh, trash and active.
+func ensureDirs(stateDir, key string) ([5]string, error) {
+	id := stateDir + "\x00" + key
+	if d, ok := ensured.Load(id); ok {
+		return d.([5]string), nil
+	}
+	var out [5]string
+	fd, err := userdir.Ensure(stateDir)
+	if err != nil {
+		return out, err
+	}
+	defer func() { unix.Close(fd) }()
+	runsPath := filepath.Join(stateDir, "runs")
+	runs, err := userdir.Sub(fd, stateDir, "runs")
+	if err != nil {
+		return out, err
+	}
+	defer unix.Close(runs)
+	for i, name := range []string{key, "fresh", "", "trash", "active"} {
+		if name == "" {
+			continue
+		}
+		sub, err := userdir.Sub(runs, runsPath, name)
+		if err != nil {
+			return out, err
+		}
+		out[i] = filepath.Join(runsPath, name)
+		if i == 0 {
+			reuse, err := userdir.Sub(sub, out[0], "reuse")
+			if err != nil {
+				unix.Close(sub)
+				return out, err
+			}
+			unix.Close(reuse)
+			out[2] = filepath.Join(out[0], "reuse")
+		}
+		unix.Close(sub)
+	}
+	ensured.Store(id, out)
+	return out, nil
 }
 
 // maxRecord bounds one record of the registry of runs.
@@ -361,24 +417,37 @@ func (s *Session) Create(path string, dir bool, content string) error {
 }
 
 // takeSpare renames a spare directory to path, which must not exist, and
-// reports whether it did. Called with s.mu held.
+// reports whether it did: one this workspace's runs used before, checked
+// empty, or a fresh one. Called with s.mu held.
 func (s *Session) takeSpare(path string) bool {
 	if !s.listed {
 		s.listed = true
-		s.spares, _ = readNames(s.spare)
+		for _, d := range []string{s.spare, s.reuse} { // the last listed is taken first
+			names, _ := readNames(d)
+			for _, n := range names {
+				s.spares = append(s.spares, filepath.Join(d, n))
+			}
+		}
 	}
-	for tries := 0; len(s.spares) > 0 && tries < 3; tries++ {
-		name := s.spares[len(s.spares)-1]
-		err := renameNoReplace(unix.AT_FDCWD, filepath.Join(s.spare, name), unix.AT_FDCWD, path)
-		switch err {
+	for tries := 0; len(s.spares) > 0 && tries < 3; {
+		from := s.spares[len(s.spares)-1]
+		s.spares = s.spares[:len(s.spares)-1]
+		if filepath.Dir(from) == s.reuse && !emptyDir(unix.AT_FDCWD, from) {
+			// Written to after the run that put it away (through a
+			// descriptor kept from then): never a placeholder again.
+			renameNoReplace(unix.AT_FDCWD, from, unix.AT_FDCWD, filepath.Join(s.trash, filepath.Base(from)))
+			continue
+		}
+		tries++
+		switch err := renameNoReplace(unix.AT_FDCWD, from, unix.AT_FDCWD, path); err {
 		case nil:
-			s.spares = s.spares[:len(s.spares)-1]
 			return true
 		case unix.ENOENT: // taken by another run meanwhile, or path's parent is gone
-			s.spares = s.spares[:len(s.spares)-1]
 		default: // path exists (Mkdir says so), or another file system: make one
 			if err != unix.EEXIST {
 				s.spares = nil
+			} else {
+				s.spares = append(s.spares, from)
 			}
 			return false
 		}
@@ -462,7 +531,7 @@ func (s *Session) End() error {
 	if !recorded && !s.leftovers() {
 		return nil // nothing of this run's or anyone's to remove
 	}
-	return clean(s.dir, s.trash)
+	return clean(s.dir, s.reuse, s.trash)
 }
 
 // leftovers reports whether the workspace's directory holds a manifest
@@ -481,8 +550,10 @@ func (s *Session) leftovers() bool {
 }
 
 // clean removes what every manifest in dir records, deepest first; a
-// directory goes to the trash while it holds fewer than maxTrash.
-func clean(dir, trash string) error {
+// directory goes to the workspace's reuse directory while it holds fewer
+// than maxReuse (when it is empty and this user's), else to the trash
+// while that holds fewer than maxTrash.
+func clean(dir, reuse, trash string) error {
 	names, err := readNames(dir)
 	if err != nil {
 		return err
@@ -516,9 +587,12 @@ func clean(dir, trash string) error {
 			}
 		}
 	}()
-	bin := &trashDir{dir: trash}
+	bin := &putAway{reuse: reuse, trash: trash}
+	if names, err := readNames(reuse); err == nil {
+		bin.reuseRoom = maxReuse - len(names)
+	}
 	if names, err := readNames(trash); err == nil {
-		bin.room = maxTrash - len(names)
+		bin.trashRoom = maxTrash - len(names)
 	}
 	var errs []error
 	for _, e := range entries {
@@ -550,7 +624,7 @@ func clean(dir, trash string) error {
 // following a symlink in any component (dfd is its parent, opened so): a
 // placeholder's parent swapped for a link never leads the removal
 // elsewhere.
-func removeIfUnchanged(dfd int, e Entry, bin *trashDir) error {
+func removeIfUnchanged(dfd int, e Entry, bin *putAway) error {
 	base := filepath.Base(e.Path)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -585,19 +659,34 @@ func removeIfUnchanged(dfd int, e Entry, bin *trashDir) error {
 	return nil
 }
 
-// trashDir is the per-user directory of directories no run needs any
-// more, which a sweep removes.
-type trashDir struct {
-	dir  string
-	room int
+// putAway is where the directory placeholders no run needs go: this
+// workspace's reuse directory, or the per-user trash, which a sweep
+// empties.
+type putAway struct {
+	reuse, trash         string
+	reuseRoom, trashRoom int
 }
 
-// put renames the empty directory base in dfd into the trash and reports
-// whether it is done with it: moved, or left where it is because it is not
-// empty or still a mount point somewhere. When it reports false, the
-// caller removes the directory where it is.
-func (t *trashDir) put(dfd int, base string) (bool, error) {
-	if t.room <= 0 {
+// put renames the empty directory base in dfd away and reports whether it
+// is done with it: moved, or left where it is because it is not empty or
+// still a mount point somewhere. When it reports false, the caller removes
+// the directory where it is.
+//
+// Only this workspace's runs use a directory again. A process that kept
+// it open could write into it after the move — only one that could write
+// this workspace's paths anyway (a run of an enclosing workspace, a host
+// process): what it writes there it could write in place. A directory of
+// another user's is never used again.
+func (p *putAway) put(dfd int, base string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return true, nil
+	}
+	dest, room := p.trash, &p.trashRoom
+	if int(st.Uid) == os.Geteuid() && st.Mode&0o7022 == 0 && p.reuseRoom > 0 {
+		dest, room = p.reuse, &p.reuseRoom
+	}
+	if *room <= 0 {
 		return false, nil
 	}
 	if !emptyDir(dfd, base) {
@@ -605,16 +694,16 @@ func (t *trashDir) put(dfd int, base string) (bool, error) {
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	name := filepath.Join(t.dir, "d-"+hex.EncodeToString(rnd[:]))
+	name := filepath.Join(dest, "d-"+hex.EncodeToString(rnd[:]))
 	switch err := renameNoReplace(dfd, base, unix.AT_FDCWD, name); err {
 	case nil:
 	case unix.EBUSY, unix.ENOENT:
 		return true, nil // a mount point in some namespace still, or gone
 	default:
-		t.room = 0 // another file system, say: remove instead
+		p.reuseRoom, p.trashRoom = 0, 0 // another file system, say: remove instead
 		return false, nil
 	}
-	t.room--
+	*room--
 	if emptyDir(unix.AT_FDCWD, name) {
 		return true, nil
 	}

@@ -77,6 +77,7 @@ func begin(t *testing.T, top string) *placeholder.Session {
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
+	s.Sweep()
 	t.Cleanup(func() { s.End() })
 	return s
 }
@@ -708,10 +709,10 @@ func inodes(t *testing.T, paths []string) map[uint64]string {
 }
 
 // TestSpares: runs rename fresh directories from the per-user state
-// directory into place, and placeholders no run needs go to the trash,
-// never to be a placeholder again: a process that kept one open (as a
-// sandboxed command of an enclosing workspace could) and writes into it
-// later never reaches another run's placeholder.
+// directory into place, and put the placeholders no run needs into the
+// workspace's reuse directory; one that a process that kept it open wrote
+// into afterwards goes to the trash, never to be a placeholder again, and
+// no other workspace ever gets this one's.
 func TestSpares(t *testing.T) {
 	top := layout(t)
 	ws := filepath.Join(top, "ws")
@@ -751,10 +752,25 @@ func TestSpares(t *testing.T) {
 	if got := describe(t, idea); got != `dir ["workspace.xml"]` {
 		t.Errorf("after End, %s is %s; want the host's file kept", idea, got)
 	}
-	trashed, ok := inodes(t, pool(t, top, "trash"))[ino]
-	if !ok {
-		t.Fatalf("the placeholder is not in the trash")
+	reuse, _ := filepath.Glob(filepath.Join(top, "state", "runs", "*", "reuse", "*"))
+	if _, ok := inodes(t, reuse)[ino]; !ok {
+		t.Fatalf("the placeholder is not in the workspace's reuse directory %q", reuse)
 	}
+	// Another workspace never gets it.
+	other := filepath.Join(top, "other")
+	os.Mkdir(other, 0o755)
+	o, err := placeholder.Begin(filepath.Join(top, "state"), other, ".efferent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		p := filepath.Join(other, fmt.Sprint("d", i))
+		create(t, o, p, true, "")
+		if _, ok := inodes(t, reuse)[inode(t, p)]; ok {
+			t.Errorf("another workspace got %s's placeholder directory", ws)
+		}
+	}
+	end(t, o)
 	// Written through the kept descriptor, after the run.
 	fd, err := unix.Openat(kept, "settings.json", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if err != nil {
@@ -773,6 +789,10 @@ func TestSpares(t *testing.T) {
 		}
 	}
 	end(t, s)
+	trashed, ok := inodes(t, pool(t, top, "trash"))[ino]
+	if !ok {
+		t.Fatalf("the written directory is not in the trash")
+	}
 	if got := describe(t, trashed); got != `dir ["settings.json"]` {
 		t.Errorf("the written directory is %s in the trash; want it kept there, not removed or reused", got)
 	}
@@ -782,18 +802,19 @@ func TestSpares(t *testing.T) {
 	}
 }
 
-// TestTrashIsBounded: beyond a bounded trash, placeholders are removed
-// where they are.
+// TestTrashIsBounded: beyond a bounded reuse directory and trash,
+// placeholders are removed where they are.
 func TestTrashIsBounded(t *testing.T) {
 	top := layout(t)
 	ws := filepath.Join(top, "ws")
 	s := begin(t, top)
-	for i := range 300 {
+	for i := range 400 {
 		create(t, s, filepath.Join(ws, fmt.Sprint("d", i)), true, "")
 	}
 	end(t, s)
-	if got := len(pool(t, top, "trash")); got != 256 {
-		t.Errorf("trash holds %d directories, want 256", got)
+	reuse, _ := filepath.Glob(filepath.Join(top, "state", "runs", "*", "reuse", "*"))
+	if got := len(pool(t, top, "trash")); got != 256 || len(reuse) != 64 {
+		t.Errorf("reuse holds %d directories and the trash %d, want 64 and 256", len(reuse), got)
 	}
 	if entries, _ := os.ReadDir(ws); len(entries) != 1 || entries[0].Name() != ".efferent" {
 		t.Errorf("after End the workspace holds %d entries", len(entries))
