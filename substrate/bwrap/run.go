@@ -101,8 +101,12 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		}
 		sb.Close()
 	}()
+	// The host side is prepared while bwrap is forked and loads.
+	prepared := make(chan error, 1)
+	go func() { prepared <- sb.build(s.Environ) }()
 	cmd, err := sb.Command(bin, s.Command)
 	if err != nil {
+		<-prepared
 		return substrate.Outcome{}, err
 	}
 	// bwrap in a process group of its own (its --new-session gives the
@@ -115,17 +119,19 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	})
 	sb.Launched()
 	var keyErr *proc.KeyringError
+	prepErr := <-prepared
 	switch {
+	case prepErr != nil && err == nil:
+		t.Kill() // before it gets any option: it never sets anything up
+		sb.Close()
+		t.Wait(ctx)
+		return substrate.Outcome{}, prepErr
+	case prepErr != nil:
+		return substrate.Outcome{}, prepErr
 	case errors.As(err, &keyErr):
 		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
 	case err != nil:
 		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
-	}
-	if err := sb.prepare(s.Environ); err != nil {
-		t.Kill() // before it gets any option: it never sets anything up
-		sb.Close()
-		t.Wait(ctx)
-		return substrate.Outcome{}, err
 	}
 	if err := sb.sendArgs(); err != nil {
 		// bwrap is gone already (EPIPE): what it said is its failure.

@@ -104,6 +104,16 @@ func (p Policy) Prepare(environ []string) (*Sandbox, error) {
 // prepare does Prepare's work on the host and computes bwrap's options.
 // On an error the sandbox is closed.
 func (s *Sandbox) prepare(environ []string) error {
+	if err := s.build(environ); err != nil {
+		s.Close()
+		return err
+	}
+	return nil
+}
+
+// build is prepare without the closing: [Run] calls it while bwrap starts,
+// and cleans up itself.
+func (s *Sandbox) build(environ []string) error {
 	p := s.policy
 	ws := p.workspace
 	canon, err := filepath.EvalSymlinks(ws)
@@ -129,17 +139,14 @@ func (s *Sandbox) prepare(environ []string) error {
 	var pins, protected []string
 	if p.access == AccessWrite {
 		if err := s.begin(); err != nil {
-			s.Close()
 			return err
 		}
 		// Found under the run lock: no run of an enclosing workspace
 		// changes what it reads meanwhile.
 		if s.protected, err = p.harness.Protect(ws); err != nil {
-			s.Close()
 			return err
 		}
 		if pins, protected, err = s.protect(); err != nil {
-			s.Close()
 			return err
 		}
 	}
@@ -190,8 +197,12 @@ func (s *Sandbox) prepare(environ []string) error {
 	for _, d := range append(remount, "/dev") {
 		a = append(a, "--remount-ro", d)
 	}
+	s.mu.Lock()
 	s.args = append(a, "--chdir", ws)
-	s.env = p.Environment(environ)
+	if s.env == nil {
+		s.env = p.Environment(environ)
+	}
+	s.mu.Unlock()
 	return nil
 }
 
