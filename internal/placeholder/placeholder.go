@@ -21,17 +21,16 @@
 // On a journaling file system making and removing a directory costs far
 // more than renaming one (ext4 on a virtual disk: ~110 µs and ~200 µs
 // against ~13 µs), and a run needs a dozen of them. So the directory
-// placeholders a run no longer needs are renamed, empty, into the
-// workspace's own reuse directory in the per-user state directory (hidden
-// from every sandbox), and later runs of that workspace rename them into
-// place again; a background sweep keeps a few fresh directories (never in
-// any workspace before) for workspaces without any, and empties a trash.
-// A directory is used again only in the workspace it came from: a process
-// that kept it open could write into it after it was put away, but only
-// one that could write that workspace's paths anyway (a run of an
-// enclosing workspace, a process on the host), and a directory that is not
-// empty when it is taken goes to the trash, never to be used again. On
-// another file system placeholders are made and removed.
+// placeholders a run no longer needs are renamed, empty and this user's,
+// into the workspace's own reuse directory in the per-user state directory
+// (hidden from every sandbox), and later runs of that workspace rename them
+// into place again. A directory is used again only in the workspace it
+// came from: a process that kept it open could write into it after it was
+// put away, but only one that could write that workspace's paths anyway (a
+// run of an enclosing workspace, a process on the host). One found not
+// empty when it is taken is never used again: it stays, renamed x-*, where
+// only its owner sees it, and counts against the reuse directory's bound.
+// On another file system placeholders are made and removed.
 //
 // # Nested workspaces
 //
@@ -80,31 +79,21 @@ type Session struct {
 	lock     *os.File
 	outer    []*os.File // the enclosing workspaces' locks, held exclusively
 	dir      string     // the workspace's manifest directory
-	spare    string     // the per-user fresh, empty directories
 	reuse    string     // this workspace's placeholder directories to use again
-	trash    string     // the per-user directories no run needs any more
 	active   *os.File   // this run's record in the registry of runs, held locked
 	recordAt string     // its path
 	manifest *os.File
-	swept    sync.WaitGroup
 
 	mu      sync.Mutex
 	created []Entry
 	ended   bool
-	spares  []string // names of fresh directories, listed at the first use
+	spares  []string // directories to use again, listed at the first use
 	listed  bool
-
-	sweepStarted bool
 }
 
-// wantSpares is how many fresh directories a sweep keeps ready; maxReuse
-// bounds a workspace's directories for reuse, and maxTrash the trash,
-// beyond which placeholders are removed where they are.
-const (
-	wantSpares = 32
-	maxReuse   = 64
-	maxTrash   = 256
-)
+// maxReuse bounds a workspace's reuse directory; beyond it, placeholders
+// are removed where they are.
+const maxReuse = 64
 
 // Entry is one placeholder a run created.
 type Entry struct {
@@ -140,7 +129,7 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, spare, reuse, trash, active := dirs[0], dirs[1], dirs[2], dirs[3], dirs[4]
+	dir, reuse, active := dirs[0], dirs[1], dirs[2]
 	if harnessDir == "" || strings.ContainsRune(harnessDir, '/') {
 		return nil, fmt.Errorf("placeholder: harness directory %q is not one path component", harnessDir)
 	}
@@ -155,7 +144,7 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
 	}
-	s := &Session{lock: lock, dir: dir, spare: spare, reuse: reuse, trash: trash}
+	s := &Session{lock: lock, dir: dir, reuse: reuse}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
 	if s.active, s.recordAt, err = record(active, workspace); err != nil {
@@ -189,67 +178,47 @@ func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
 	return s, nil
 }
 
-// Sweep starts, in the background, the upkeep of the per-user directories
-// (fresh directories made, the trash emptied), at most once a session;
-// End waits for it. Call it while the run's sandbox is being set up, when
-// it costs the run nothing.
-func (s *Session) Sweep() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sweepStarted || s.ended {
-		return
-	}
-	s.sweepStarted = true
-	s.swept.Add(1)
-	go func() {
-		defer s.swept.Done()
-		sweep(s.spare, s.trash)
-	}()
-}
-
 // ensured remembers, for the life of the process, the state directories
 // made and checked once: they are the user's own, mode 0700.
-var ensured sync.Map // stateDir + "\x00" + key -> [5]string
+var ensured sync.Map // stateDir + "\x00" + key -> [3]string
 
 // ensureDirs makes and checks the directories of runs in stateDir: the
-// workspace's (key) and its reuse directory, fresh, trash and active.
-func ensureDirs(stateDir, key string) ([5]string, error) {
+// workspace's (key), its reuse directory, and the registry of runs.
+func ensureDirs(stateDir, key string) ([3]string, error) {
 	id := stateDir + "\x00" + key
 	if d, ok := ensured.Load(id); ok {
-		return d.([5]string), nil
+		return d.([3]string), nil
 	}
-	var out [5]string
+	var out [3]string
 	fd, err := userdir.Ensure(stateDir)
 	if err != nil {
 		return out, err
 	}
-	defer func() { unix.Close(fd) }()
+	defer unix.Close(fd)
 	runsPath := filepath.Join(stateDir, "runs")
 	runs, err := userdir.Sub(fd, stateDir, "runs")
 	if err != nil {
 		return out, err
 	}
 	defer unix.Close(runs)
-	for i, name := range []string{key, "fresh", "", "trash", "active"} {
-		if name == "" {
-			continue
-		}
-		sub, err := userdir.Sub(runs, runsPath, name)
-		if err != nil {
-			return out, err
-		}
-		out[i] = filepath.Join(runsPath, name)
-		if i == 0 {
-			reuse, err := userdir.Sub(sub, out[0], "reuse")
-			if err != nil {
-				unix.Close(sub)
-				return out, err
-			}
-			unix.Close(reuse)
-			out[2] = filepath.Join(out[0], "reuse")
-		}
-		unix.Close(sub)
+	ws, err := userdir.Sub(runs, runsPath, key)
+	if err != nil {
+		return out, err
 	}
+	out[0] = filepath.Join(runsPath, key)
+	reuse, err := userdir.Sub(ws, out[0], "reuse")
+	unix.Close(ws)
+	if err != nil {
+		return out, err
+	}
+	unix.Close(reuse)
+	out[1] = filepath.Join(out[0], "reuse")
+	active, err := userdir.Sub(runs, runsPath, "active")
+	if err != nil {
+		return out, err
+	}
+	unix.Close(active)
+	out[2] = filepath.Join(runsPath, "active")
 	ensured.Store(id, out)
 	return out, nil
 }
@@ -312,32 +281,6 @@ func runningInside(dir, self, workspace string) string {
 		}
 	}
 	return ""
-}
-
-// sweeping lets one sweep of a process run at a time.
-var sweeping sync.Mutex
-
-// sweep makes fresh spare directories up to wantSpares and removes the
-// empty directories in the trash. It never removes what is not empty.
-func sweep(spare, trash string) {
-	if !sweeping.TryLock() {
-		return
-	}
-	defer sweeping.Unlock()
-	if names, err := readNames(spare); err == nil {
-		for i := len(names); i < wantSpares; i++ {
-			var rnd [8]byte
-			rand.Read(rnd[:])
-			if os.Mkdir(filepath.Join(spare, "d-"+hex.EncodeToString(rnd[:])), 0o755) != nil {
-				break
-			}
-		}
-	}
-	if names, err := readNames(trash); err == nil {
-		for _, n := range names {
-			unix.Rmdir(filepath.Join(trash, n)) // fails unless empty
-		}
-	}
 }
 
 // enclosing lists the lock files of the workspaces that enclose workspace,
@@ -416,26 +359,26 @@ func (s *Session) Create(path string, dir bool, content string) error {
 	return s.record(e)
 }
 
-// takeSpare renames a spare directory to path, which must not exist, and
-// reports whether it did: one this workspace's runs used before, checked
-// empty, or a fresh one. Called with s.mu held.
+// takeSpare renames one of the workspace's directories to use again to
+// path, which must not exist, and reports whether it did. Called with s.mu
+// held.
 func (s *Session) takeSpare(path string) bool {
 	if !s.listed {
 		s.listed = true
-		for _, d := range []string{s.spare, s.reuse} { // the last listed is taken first
-			names, _ := readNames(d)
-			for _, n := range names {
-				s.spares = append(s.spares, filepath.Join(d, n))
+		names, _ := readNames(s.reuse)
+		for _, n := range names {
+			if strings.HasPrefix(n, "d-") {
+				s.spares = append(s.spares, filepath.Join(s.reuse, n))
 			}
 		}
 	}
 	for tries := 0; len(s.spares) > 0 && tries < 3; {
 		from := s.spares[len(s.spares)-1]
 		s.spares = s.spares[:len(s.spares)-1]
-		if filepath.Dir(from) == s.reuse && !emptyDir(unix.AT_FDCWD, from) {
+		if !emptyDir(unix.AT_FDCWD, from) {
 			// Written to after the run that put it away (through a
 			// descriptor kept from then): never a placeholder again.
-			renameNoReplace(unix.AT_FDCWD, from, unix.AT_FDCWD, filepath.Join(s.trash, filepath.Base(from)))
+			renameNoReplace(unix.AT_FDCWD, from, unix.AT_FDCWD, filepath.Join(s.reuse, "x-"+strings.TrimPrefix(filepath.Base(from), "d-")))
 			continue
 		}
 		tries++
@@ -521,7 +464,6 @@ func (s *Session) End() error {
 	}
 	recorded := s.manifest != nil
 	s.mu.Unlock()
-	s.swept.Wait()
 	defer s.release()
 	// Converting the lock releases it first: a run that starts meanwhile
 	// takes it shared, and then this one leaves the placeholders to it.
@@ -531,7 +473,7 @@ func (s *Session) End() error {
 	if !recorded && !s.leftovers() {
 		return nil // nothing of this run's or anyone's to remove
 	}
-	return clean(s.dir, s.reuse, s.trash)
+	return clean(s.dir, s.reuse)
 }
 
 // leftovers reports whether the workspace's directory holds a manifest
@@ -549,11 +491,10 @@ func (s *Session) leftovers() bool {
 	return false
 }
 
-// clean removes what every manifest in dir records, deepest first; a
-// directory goes to the workspace's reuse directory while it holds fewer
-// than maxReuse (when it is empty and this user's), else to the trash
-// while that holds fewer than maxTrash.
-func clean(dir, reuse, trash string) error {
+// clean removes what every manifest in dir records, deepest first; an
+// empty directory of this user's goes to the workspace's reuse directory
+// while that holds fewer than maxReuse.
+func clean(dir, reuse string) error {
 	names, err := readNames(dir)
 	if err != nil {
 		return err
@@ -587,12 +528,9 @@ func clean(dir, reuse, trash string) error {
 			}
 		}
 	}()
-	bin := &putAway{reuse: reuse, trash: trash}
+	bin := &putAway{dir: reuse}
 	if names, err := readNames(reuse); err == nil {
-		bin.reuseRoom = maxReuse - len(names)
-	}
-	if names, err := readNames(trash); err == nil {
-		bin.trashRoom = maxTrash - len(names)
+		bin.room = maxReuse - len(names)
 	}
 	var errs []error
 	for _, e := range entries {
@@ -659,34 +597,25 @@ func removeIfUnchanged(dfd int, e Entry, bin *putAway) error {
 	return nil
 }
 
-// putAway is where the directory placeholders no run needs go: this
-// workspace's reuse directory, or the per-user trash, which a sweep
-// empties.
+// putAway is the workspace's reuse directory, where the directory
+// placeholders no run needs go.
 type putAway struct {
-	reuse, trash         string
-	reuseRoom, trashRoom int
+	dir  string
+	room int
 }
 
-// put renames the empty directory base in dfd away and reports whether it
-// is done with it: moved, or left where it is because it is not empty or
-// still a mount point somewhere. When it reports false, the caller removes
-// the directory where it is.
-//
-// Only this workspace's runs use a directory again. A process that kept
-// it open could write into it after the move — only one that could write
-// this workspace's paths anyway (a run of an enclosing workspace, a host
-// process): what it writes there it could write in place. A directory of
-// another user's is never used again.
+// put renames the empty directory base in dfd into the reuse directory and
+// reports whether it is done with it: moved, or left where it is because
+// it is not empty or still a mount point somewhere. When it reports false,
+// the caller removes the directory where it is. A directory of another
+// user's is never used again: they could write into it once it is in
+// place.
 func (p *putAway) put(dfd int, base string) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return true, nil
 	}
-	dest, room := p.trash, &p.trashRoom
-	if int(st.Uid) == os.Geteuid() && st.Mode&0o7022 == 0 && p.reuseRoom > 0 {
-		dest, room = p.reuse, &p.reuseRoom
-	}
-	if *room <= 0 {
+	if p.room <= 0 || int(st.Uid) != os.Geteuid() || st.Mode&0o7022 != 0 {
 		return false, nil
 	}
 	if !emptyDir(dfd, base) {
@@ -694,16 +623,16 @@ func (p *putAway) put(dfd int, base string) (bool, error) {
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	name := filepath.Join(dest, "d-"+hex.EncodeToString(rnd[:]))
+	name := filepath.Join(p.dir, "d-"+hex.EncodeToString(rnd[:]))
 	switch err := renameNoReplace(dfd, base, unix.AT_FDCWD, name); err {
 	case nil:
 	case unix.EBUSY, unix.ENOENT:
 		return true, nil // a mount point in some namespace still, or gone
 	default:
-		p.reuseRoom, p.trashRoom = 0, 0 // another file system, say: remove instead
+		p.room = 0 // another file system, say: remove instead
 		return false, nil
 	}
-	*room--
+	p.room--
 	if emptyDir(unix.AT_FDCWD, name) {
 		return true, nil
 	}

@@ -77,7 +77,6 @@ func begin(t *testing.T, top string) *placeholder.Session {
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
-	s.Sweep()
 	t.Cleanup(func() { s.End() })
 	return s
 }
@@ -681,10 +680,10 @@ func TestHammer(t *testing.T) {
 	}
 }
 
-// pool lists the per-user directory name ("fresh" or "trash") of runs.
-func pool(t *testing.T, top, name string) []string {
+// reuse lists the reuse directories of every workspace's runs below top.
+func reuse(t *testing.T, top string) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(top, "state", "runs", name, "*"))
+	m, err := filepath.Glob(filepath.Join(top, "state", "runs", "*", "reuse", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -708,37 +707,22 @@ func inodes(t *testing.T, paths []string) map[uint64]string {
 	return out
 }
 
-// TestSpares: runs rename fresh directories from the per-user state
-// directory into place, and put the placeholders no run needs into the
-// workspace's reuse directory; one that a process that kept it open wrote
-// into afterwards goes to the trash, never to be a placeholder again, and
-// no other workspace ever gets this one's.
+// TestSpares: the directory placeholders no run needs go, empty, to the
+// workspace's reuse directory (0700, in the state directory), and the
+// next run of that workspace renames them into place; one that a process
+// that kept it open wrote into afterwards is never a placeholder again,
+// one the host wrote into during the run stays, and no other workspace
+// ever gets this one's.
 func TestSpares(t *testing.T) {
 	top := layout(t)
 	ws := filepath.Join(top, "ws")
 	vscode, idea := filepath.Join(ws, ".vscode"), filepath.Join(ws, ".idea")
 
-	end(t, begin(t, top)) // its sweep makes the fresh directories
-	fresh := pool(t, top, "fresh")
-	if len(fresh) == 0 {
-		t.Fatalf("no fresh directories after a sweep")
-	}
-	for _, p := range append(fresh, filepath.Dir(fresh[0])) {
-		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() || (p == filepath.Dir(fresh[0]) && fi.Mode().Perm() != 0o700) {
-			t.Errorf("%s: %v, %v", p, fi.Mode(), err)
-		}
-	}
-	before := inodes(t, fresh)
-
 	s := begin(t, top)
 	create(t, s, vscode, true, "")
 	create(t, s, idea, true, "")
-	if _, ok := before[inode(t, vscode)]; !ok {
-		t.Errorf("%s is not one of the fresh directories", vscode)
-	}
-	// A process keeps the placeholder open, and the host writes into the
-	// other one during the run.
-	kept, err := unix.Open(vscode, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	// A process keeps one placeholder open; the host writes into the other.
+	kept, err := unix.Open(vscode, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -752,10 +736,22 @@ func TestSpares(t *testing.T) {
 	if got := describe(t, idea); got != `dir ["workspace.xml"]` {
 		t.Errorf("after End, %s is %s; want the host's file kept", idea, got)
 	}
-	reuse, _ := filepath.Glob(filepath.Join(top, "state", "runs", "*", "reuse", "*"))
-	if _, ok := inodes(t, reuse)[ino]; !ok {
-		t.Fatalf("the placeholder is not in the workspace's reuse directory %q", reuse)
+	put := reuse(t, top)
+	if _, ok := inodes(t, put)[ino]; !ok || len(put) != 1 {
+		t.Fatalf("reuse directory %q, want only the empty placeholder", put)
 	}
+	if fi, err := os.Lstat(filepath.Dir(put[0])); err != nil || fi.Mode() != fs.ModeDir|0o700 {
+		t.Errorf("reuse directory: %v, %v; want drwx------", fi.Mode(), err)
+	}
+
+	// The next run of the workspace takes it.
+	s = begin(t, top)
+	create(t, s, vscode, true, "")
+	if inode(t, vscode) != ino {
+		t.Errorf("the placeholder directory was not used again")
+	}
+	end(t, s)
+
 	// Another workspace never gets it.
 	other := filepath.Join(top, "other")
 	os.Mkdir(other, 0o755)
@@ -763,58 +759,43 @@ func TestSpares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 8 {
-		p := filepath.Join(other, fmt.Sprint("d", i))
-		create(t, o, p, true, "")
-		if _, ok := inodes(t, reuse)[inode(t, p)]; ok {
-			t.Errorf("another workspace got %s's placeholder directory", ws)
-		}
+	create(t, o, filepath.Join(other, ".vscode"), true, "")
+	if inode(t, filepath.Join(other, ".vscode")) == ino {
+		t.Errorf("another workspace got %s's placeholder directory", ws)
 	}
 	end(t, o)
-	// Written through the kept descriptor, after the run.
+
+	// Written through the kept descriptor after the run put it away: the
+	// next run does not use it, and makes an empty placeholder instead.
 	fd, err := unix.Openat(kept, "settings.json", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-
-	// Later runs take every fresh directory and more: none is the one
-	// written to, and every placeholder is empty.
 	s = begin(t, top)
-	for i := range 2 * len(fresh) {
-		p := filepath.Join(ws, fmt.Sprint("d", i))
-		create(t, s, p, true, "")
-		if got := describe(t, p); got != "dir []" || inode(t, p) == ino {
-			t.Errorf("placeholder %s is %s (inode %d; the written one is %d)", p, got, inode(t, p), ino)
-		}
+	create(t, s, vscode, true, "")
+	if got := describe(t, vscode); got != "dir []" || inode(t, vscode) == ino {
+		t.Errorf("placeholder %s is %s (inode %d; the written one is %d)", vscode, got, inode(t, vscode), ino)
 	}
 	end(t, s)
-	trashed, ok := inodes(t, pool(t, top, "trash"))[ino]
-	if !ok {
-		t.Fatalf("the written directory is not in the trash")
-	}
-	if got := describe(t, trashed); got != `dir ["settings.json"]` {
-		t.Errorf("the written directory is %s in the trash; want it kept there, not removed or reused", got)
-	}
-	end(t, begin(t, top)) // its sweep empties the trash of what is empty
-	if got := pool(t, top, "trash"); len(got) != 1 || got[0] != trashed {
-		t.Errorf("trash after a sweep: %q, want only %s", got, trashed)
+	spoiled, ok := inodes(t, reuse(t, top))[ino]
+	if !ok || !strings.HasPrefix(filepath.Base(spoiled), "x-") || describe(t, spoiled) != `dir ["settings.json"]` {
+		t.Errorf("the written directory: %q in %q; want it kept aside as x-*, never used", spoiled, reuse(t, top))
 	}
 }
 
-// TestTrashIsBounded: beyond a bounded reuse directory and trash,
-// placeholders are removed where they are.
-func TestTrashIsBounded(t *testing.T) {
+// TestReuseIsBounded: beyond a bounded reuse directory, placeholders are
+// removed where they are.
+func TestReuseIsBounded(t *testing.T) {
 	top := layout(t)
 	ws := filepath.Join(top, "ws")
 	s := begin(t, top)
-	for i := range 400 {
+	for i := range 100 {
 		create(t, s, filepath.Join(ws, fmt.Sprint("d", i)), true, "")
 	}
 	end(t, s)
-	reuse, _ := filepath.Glob(filepath.Join(top, "state", "runs", "*", "reuse", "*"))
-	if got := len(pool(t, top, "trash")); got != 256 || len(reuse) != 64 {
-		t.Errorf("reuse holds %d directories and the trash %d, want 64 and 256", len(reuse), got)
+	if got := len(reuse(t, top)); got != 64 {
+		t.Errorf("reuse holds %d directories, want 64", got)
 	}
 	if entries, _ := os.ReadDir(ws); len(entries) != 1 || entries[0].Name() != ".efferent" {
 		t.Errorf("after End the workspace holds %d entries", len(entries))
@@ -834,11 +815,8 @@ func TestSparesOnAnotherFileSystem(t *testing.T) {
 	if unix.Stat(shm, &a) != nil || unix.Stat(top, &b) != nil || a.Dev == b.Dev {
 		t.Skip("/dev/shm is on the same file system as the temporary directory")
 	}
-	state := filepath.Join(top, "state")
-	end(t, begin(t, top))
-	fresh := pool(t, top, "fresh")
 	for range 2 {
-		s, err := placeholder.Begin(state, shm, ".efferent")
+		s, err := placeholder.Begin(filepath.Join(top, "state"), shm, ".efferent")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -848,11 +826,8 @@ func TestSparesOnAnotherFileSystem(t *testing.T) {
 			t.Errorf("after End, the placeholder is %s", got)
 		}
 	}
-	if got := pool(t, top, "fresh"); !slices.Equal(got, fresh) {
-		t.Errorf("fresh %q, want %q: nothing taken across file systems", got, fresh)
-	}
-	if got := pool(t, top, "trash"); len(got) != 0 {
-		t.Errorf("trash %q: nothing put there across file systems", got)
+	if got := reuse(t, top); len(got) != 0 {
+		t.Errorf("reuse %q: nothing put there across file systems", got)
 	}
 }
 

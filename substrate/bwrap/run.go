@@ -137,9 +137,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		// bwrap is gone already (EPIPE): what it said is its failure.
 		s.Logger.Debug("cannot hand bwrap its options", "err", err)
 	}
-	if sb.session != nil {
-		sb.session.Sweep() // while bwrap sets the sandbox up
-	}
 
 	// The sandbox's init, reported by bwrap right after it created the
 	// namespaces: verified, it is what the run outlasts.
