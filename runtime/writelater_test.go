@@ -193,6 +193,28 @@ func TestConfigNamedFilesAreProtected(t *testing.T) {
 	afterGit(t, ws, marker)
 }
 
+// during runs, in a sandbox of p's workspace, a command that starts, waits
+// until the host has called meanwhile (at most 15 s), then runs script;
+// it returns that run's result.
+func during(t *testing.T, p bwrap.Policy, script string, meanwhile func()) runtime.Result {
+	t.Helper()
+	started, done := filepath.Join(p.Workspace(), "started"), filepath.Join(p.Workspace(), "done")
+	wait := fmt.Sprintf("touch %s; i=0; while [ ! -e %s ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n", started, done)
+	var res runtime.Result
+	var wg sync.WaitGroup
+	wg.Go(func() { res = run(t, p, wait+script) })
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	meanwhile()
+	os.WriteFile(done, nil, 0o644)
+	wg.Wait()
+	return res
+}
+
 // TestConcurrentRunsKeepEachOthersProtection: while one run of a
 // workspace goes on, another starts and ends; the first keeps every
 // read-only mount (the second must not remove a placeholder the first has
@@ -202,22 +224,10 @@ func TestConcurrentRunsKeepEachOthersProtection(t *testing.T) {
 	b := base(t)
 	ws := workspace(t, b)
 	marker := filepath.Join(b, "pwned")
-	started := filepath.Join(ws, "started")
 	// The long run waits until the short one is over, then attacks.
-	script := fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n", started) +
-		shapeRootScript(".git", marker) + shapeRootScript(".", marker) + attempt("vscode", "mkdir -p .vscode && echo x > .vscode/tasks.json")
-	var long runtime.Result
-	var wg sync.WaitGroup
-	wg.Go(func() { long = run(t, newPolicy(ws), script) })
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	run(t, newPolicy(ws), "true")
-	os.WriteFile(filepath.Join(ws, "done"), nil, 0o644)
-	wg.Wait()
+	long := during(t, newPolicy(ws),
+		shapeRootScript(".git", marker)+shapeRootScript(".", marker)+attempt("vscode", "mkdir -p .vscode && echo x > .vscode/tasks.json"),
+		func() { run(t, newPolicy(ws), "true") })
 	for name, rc := range statuses(t, long.Stdout) {
 		if rc == "0" {
 			t.Errorf("attack %s of the long run succeeded after the short run ended", name)
@@ -339,21 +349,9 @@ func TestRunsOfOtherConfigurationsShareTheLock(t *testing.T) {
 	b := base(t)
 	ws := workspace(t, b)
 	other := testHarness.WithStateDir(filepath.Join(t.TempDir(), "other-state"))
-	started := filepath.Join(ws, "started")
-	script := fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n", started) +
-		attempt("vscode", "mkdir -p .vscode/x") + attempt("git", "mkdir -p .git/hooks") + attempt("mcp", "rmdir .mcp.json && echo {} > .mcp.json")
-	var long runtime.Result
-	var wg sync.WaitGroup
-	wg.Go(func() { long = run(t, newPolicy(ws), script) })
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	run(t, bwrap.NewPolicy(ws, other), "true")
-	os.WriteFile(filepath.Join(ws, "done"), nil, 0o644)
-	wg.Wait()
+	long := during(t, newPolicy(ws),
+		attempt("vscode", "mkdir -p .vscode/x")+attempt("git", "mkdir -p .git/hooks")+attempt("mcp", "rmdir .mcp.json && echo {} > .mcp.json"),
+		func() { run(t, bwrap.NewPolicy(ws, other), "true") })
 	for name, rc := range statuses(t, long.Stdout) {
 		if rc == "0" {
 			t.Errorf("attack %s of the long run succeeded after a run of another configuration ended", name)
@@ -371,22 +369,16 @@ func TestNestedRunsDoNotOverlap(t *testing.T) {
 	outer := workspace(t, b)
 	inner := filepath.Join(outer, "sub")
 	os.Mkdir(inner, 0o755)
-	started := filepath.Join(outer, "started")
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		run(t, newPolicy(outer), fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done", started))
+	marker := filepath.Join(inner, "inner-ran")
+	var err error
+	during(t, newPolicy(outer), "", func() {
+		_, err = runSpec(context.Background(), Spec{Command: []string{"touch", marker}, Policy: newPolicy(inner)})
 	})
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_, err := runSpec(context.Background(), Spec{Command: []string{"true"}, Policy: newPolicy(inner)})
-	os.WriteFile(filepath.Join(outer, "done"), nil, 0o644)
-	wg.Wait()
-	if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "enclosing workspace") {
+	if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "enclosing workspace "+outer) {
 		t.Fatalf("a nested run while the enclosing one goes on: %v; want a refusal naming the enclosing run", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the nested run's command ran")
 	}
 	if res := run(t, newPolicy(inner), "echo ok"); res.Stdout != "ok\n" {
 		t.Errorf("the nested run, once the enclosing one ended: %v %q", res, res.Stderr)
@@ -403,21 +395,11 @@ func TestEnclosingRunWaitsForNested(t *testing.T) {
 	outer := workspace(t, b)
 	inner := filepath.Join(outer, "sub")
 	os.Mkdir(inner, 0o755)
-	started := filepath.Join(inner, "started")
 	marker := filepath.Join(outer, "outer-ran")
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		run(t, newPolicy(inner), fmt.Sprintf("touch %s; i=0; while [ ! -e done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done", started))
+	var err error
+	during(t, newPolicy(inner), "", func() {
+		_, err = runSpec(context.Background(), Spec{Command: []string{"touch", marker}, Policy: newPolicy(outer)})
 	})
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_, err := runSpec(context.Background(), Spec{Command: []string{"touch", marker}, Policy: newPolicy(outer)})
-	os.WriteFile(filepath.Join(inner, "done"), nil, 0o644)
-	wg.Wait()
 	if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "nested workspace "+inner) {
 		t.Fatalf("an enclosing run while a nested one goes on: %v; want a refusal naming the nested run", err)
 	}
