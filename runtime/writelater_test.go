@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
@@ -346,16 +347,29 @@ func TestTmpfsAreCapped(t *testing.T) {
 // mounted.
 func TestRunsOfOtherConfigurationsShareTheLock(t *testing.T) {
 	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	other := testHarness.WithStateDir(filepath.Join(t.TempDir(), "other-state"))
-	long := during(t, newPolicy(ws),
-		attempt("vscode", "mkdir -p .vscode/x")+attempt("git", "mkdir -p .git/hooks")+attempt("mcp", "rmdir .mcp.json && echo {} > .mcp.json"),
-		func() { run(t, bwrap.NewPolicy(ws, other), "true") })
-	for name, rc := range statuses(t, long.Stdout) {
-		if rc == "0" {
-			t.Errorf("attack %s of the long run succeeded after a run of another configuration ended", name)
-		}
+	for name, other := range map[string]harness.Config{
+		"another state directory": testHarness.WithStateDir(filepath.Join(t.TempDir(), "other-state")),
+		// The same state directory (the same manifests), another first
+		// harness directory (where a lock file used to live).
+		"other harness state": testHarness.WithState(".foundry", ".efferent"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := base(t)
+			ws := workspace(t, b)
+			long := during(t, newPolicy(ws),
+				attempt("vscode", "mkdir -p .vscode/x")+attempt("git", "mkdir -p .git/hooks")+attempt("mcp", "rmdir .mcp.json && echo {} > .mcp.json"),
+				func() { run(t, bwrap.NewPolicy(ws, other), "true") })
+			for name, rc := range statuses(t, long.Stdout) {
+				if rc == "0" {
+					t.Errorf("attack %s of the long run succeeded after a run of another configuration ended", name)
+				}
+			}
+			for _, p := range []string{".vscode/x", ".git/hooks", ".mcp.json"} {
+				if fi, err := os.Stat(filepath.Join(ws, p)); err == nil && (fi.Mode().IsRegular() || p == ".vscode/x") {
+					t.Errorf("%s was written on the host", p)
+				}
+			}
+		})
 	}
 }
 
@@ -369,16 +383,24 @@ func TestNestedRunsDoNotOverlap(t *testing.T) {
 	outer := workspace(t, b)
 	inner := filepath.Join(outer, "sub")
 	os.Mkdir(inner, 0o755)
-	marker := filepath.Join(inner, "inner-ran")
-	var err error
+	marker := filepath.Join(inner, "inner-ran") // the writing run could make it
+	// Every access: a run that only reads binds the workspace too, and the
+	// enclosing run's command could swap it for a link to a secret.
+	errs := map[string]error{}
 	during(t, newPolicy(outer), "", func() {
-		_, err = runSpec(context.Background(), Spec{Command: []string{"touch", marker}, Policy: newPolicy(inner)})
+		for name, p := range map[string]bwrap.Policy{
+			"write": newPolicy(inner), "read": newPolicy(inner).WithAccess(bwrap.AccessRead), "none": newPolicy(inner).WithAccess(bwrap.AccessNone),
+		} {
+			_, errs[name] = runSpec(context.Background(), Spec{Command: []string{"sh", "-c", "echo " + name + " >> " + marker}, Policy: p})
+		}
 	})
-	if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "enclosing workspace "+outer) {
-		t.Fatalf("a nested run while the enclosing one goes on: %v; want a refusal naming the enclosing run", err)
+	for name, err := range errs {
+		if !errors.Is(err, bwrap.ErrSetup) || !strings.Contains(err.Error(), "enclosing workspace "+outer) {
+			t.Errorf("a nested run (%s access) while the enclosing one goes on: %v; want a refusal naming the enclosing run", name, err)
+		}
 	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Errorf("the nested run's command ran")
+	if data, err := os.ReadFile(marker); err == nil {
+		t.Errorf("nested runs' commands ran: %q", data)
 	}
 	if res := run(t, newPolicy(inner), "echo ok"); res.Stdout != "ok\n" {
 		t.Errorf("the nested run, once the enclosing one ended: %v %q", res, res.Stderr)

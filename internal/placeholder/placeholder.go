@@ -7,10 +7,10 @@
 // workspace is going on: since Linux 3.18, unlinking a path that is a
 // mount point in another mount namespace detaches that mount there, and
 // the other run's tool could then create the path it was kept from. So
-// every run of a workspace holds a shared lock (flock) on the workspace's
-// own lock file, <workspace>/<harness dir>/run.lock — one for every user
-// and every cordon configuration that runs there — for as long as its
-// sandbox may exist, and records each placeholder it creates in a manifest
+// every run of a workspace holds a shared lock (flock) on the workspace
+// directory itself — one lock for every user and every cordon
+// configuration that runs there, and nothing a command could remove or
+// replace — for as long as its sandbox may exist, and records each placeholder it creates in a manifest
 // in the per-user state directory (trusted: no tool can forge what cordon
 // will remove). The run that ends last — the one that gets the lock
 // exclusively — removes every recorded placeholder that is still as
@@ -37,12 +37,15 @@
 // A run of an enclosing workspace can change a nested one — rename a
 // directory the nested run is about to bind, swap it for a symlink — and
 // bubblewrap resolves bind paths when it mounts. So runs of nested
-// workspaces do not overlap. A run holds the lock of every enclosing
-// workspace that has one exclusively for as long as it runs, and records
-// itself in the per-user registry of runs going on (a file it holds
-// locked); a run whose workspace encloses one recorded there does not
-// start. Each run records itself before it looks at the others, so of two
-// that start at once at least one sees the other.
+// workspaces do not overlap. A run does not start while the lock of a
+// directory above its workspace is held (a look: an exclusive lock taken
+// and let go at once), and records itself in the per-user registry of
+// runs going on (a file it holds locked); a run whose workspace encloses
+// one recorded there does not start. Each run locks and records itself
+// before it looks at the others, so of two that start at once at least
+// one sees the other. The registry is per user (and state directory): a
+// run of another user's nested workspace that is already going on is not
+// seen by a run of the enclosing one.
 package placeholder
 
 import (
@@ -76,12 +79,11 @@ const maxManifest = 1 << 20
 
 // Session is one run's hold on a workspace's placeholders.
 type Session struct {
-	lock     *os.File
-	outer    []*os.File // the enclosing workspaces' locks, held exclusively
-	dir      string     // the workspace's manifest directory
-	reuse    string     // this workspace's placeholder directories to use again
-	active   *os.File   // this run's record in the registry of runs, held locked
-	recordAt string     // its path
+	lock     *os.File // the workspace directory, flocked
+	dir      string   // the workspace's manifest directory
+	reuse    string   // this workspace's placeholder directories to use again
+	active   *os.File // this run's record in the registry of runs, held locked
+	recordAt string   // its path
 	manifest *os.File
 
 	mu      sync.Mutex
@@ -109,73 +111,76 @@ type Entry struct {
 	Size int64 `json:"size"`
 }
 
-// LockName is the name of a workspace's lock file in its harness
-// directory.
-const LockName = "run.lock"
-
 // ErrNested: a run of an enclosing or a nested workspace is going on.
 var ErrNested = errors.New("runs of nested workspaces cannot overlap")
 
-// Begin takes the shared lock of the workspace (absolute, canonical) in
-// its harness directory harnessDir (created mode 0700 when missing), and
-// the lock of every enclosing workspace exclusively; the manifests live
-// in the per-user state directory stateDir. It fails with [ErrNested]
-// when an enclosing or a nested workspace has a run going on. End the
-// session when the sandbox is gone.
-func Begin(stateDir, workspace, harnessDir string) (*Session, error) {
-	sum := sha256.Sum256([]byte(workspace))
-	key := hex.EncodeToString(sum[:16])
-	dirs, err := ensureDirs(stateDir, key)
+// Begin takes the shared lock of the workspace (absolute, canonical) and
+// records the run in the per-user registry of runs in stateDir, where the
+// manifests live too. It fails with [ErrNested] when a run of an
+// enclosing or a nested workspace is going on. End the session when the
+// sandbox is gone.
+func Begin(stateDir, workspace string) (*Session, error) {
+	dirs, err := ensureDirs(stateDir, Key(workspace))
 	if err != nil {
 		return nil, err
 	}
 	dir, reuse, active := dirs[0], dirs[1], dirs[2]
-	if harnessDir == "" || strings.ContainsRune(harnessDir, '/') {
-		return nil, fmt.Errorf("placeholder: harness directory %q is not one path component", harnessDir)
-	}
-	hd := filepath.Join(workspace, harnessDir)
-	if err := os.Mkdir(hd, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("cannot create %s for the run lock: %w", hd, err)
-	}
-	if fi, err := os.Lstat(hd); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("cannot take the run lock of %s: %s is a symlink or not a directory", workspace, hd)
-	}
-	lock, err := os.OpenFile(filepath.Join(hd, LockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	// The lock is the workspace directory itself: one for every user and
+	// every configuration, and nothing a command could remove or replace.
+	fd, err := unix.Open(workspace, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the run lock of %s: %w", workspace, err)
+		return nil, fmt.Errorf("cannot open %s for the run lock: %w", workspace, err)
 	}
-	s := &Session{lock: lock, dir: dir, reuse: reuse}
+	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
 	if s.active, s.recordAt, err = record(active, workspace); err != nil {
 		s.release()
 		return nil, fmt.Errorf("cannot record the run in %s: %w", active, err)
 	}
-	// The enclosing workspaces first, so that two nested runs starting at
-	// once take the locks in the same order.
-	for _, outer := range enclosing(workspace, harnessDir) {
-		f, err := os.OpenFile(outer, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			continue // gone, or not ours: no run of ours holds it
-		}
-		if err := flock(f, unix.LOCK_EX, 0); err != nil {
-			f.Close()
-			s.release()
-			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, filepath.Dir(filepath.Dir(outer)))
-		}
-		s.outer = append(s.outer, f)
-	}
-	if err := flock(lock, unix.LOCK_SH, lockWait); err != nil {
+	if err := flock(s.lock, unix.LOCK_SH, lockWait); err != nil {
 		s.release()
-		return nil, fmt.Errorf("cannot take the run lock of %s (a run of a nested workspace may be going on): %w", workspace, err)
+		return nil, fmt.Errorf("cannot take the run lock of %s: %w", workspace, err)
 	}
-	// Taken the lock first: a run of a nested workspace that starts from
-	// now on finds it held.
+	// Locked first: a run of a nested workspace that starts from now on
+	// finds this one. Then the runs going on around and inside it.
+	if outer := lockedAbove(workspace); outer != "" {
+		s.release()
+		return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, outer)
+	}
 	if nested := runningInside(active, s.recordAt, workspace); nested != "" {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
 	}
 	return s, nil
+}
+
+// Key names the directory of a workspace's runs in the state directory.
+func Key(workspace string) string {
+	sum := sha256.Sum256([]byte(workspace))
+	return hex.EncodeToString(sum[:16])
+}
+
+// checkWait is how long a look at another workspace's lock retries: others
+// take it exclusively only for an instant, to look too.
+const checkWait = 50 * time.Millisecond
+
+// lockedAbove returns the nearest directory above workspace whose lock a
+// run holds (of any user and configuration), or "".
+func lockedAbove(workspace string) string {
+	for dir := filepath.Dir(workspace); ; dir = filepath.Dir(dir) {
+		if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			f := os.NewFile(uintptr(fd), dir)
+			err := flock(f, unix.LOCK_EX, checkWait)
+			f.Close()
+			if err != nil {
+				return dir
+			}
+		}
+		if dir == "/" {
+			return ""
+		}
+	}
 }
 
 // ensured remembers, for the life of the process, the state directories
@@ -283,29 +288,8 @@ func runningInside(dir, self, workspace string) string {
 	return ""
 }
 
-// enclosing lists the lock files of the workspaces that enclose workspace,
-// nearest last.
-func enclosing(workspace, harnessDir string) []string {
-	var out []string
-	for dir := filepath.Dir(workspace); ; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, harnessDir, LockName)
-		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-			out = append(out, p)
-		}
-		if dir == "/" {
-			break
-		}
-	}
-	slices.Reverse(out)
-	return out
-}
-
 // release lets go of every lock the session holds, and of its record.
 func (s *Session) release() {
-	for _, f := range s.outer {
-		f.Close()
-	}
-	s.outer = nil
 	if s.active != nil {
 		os.Remove(s.recordAt)
 		s.active.Close()
@@ -467,7 +451,7 @@ func (s *Session) End() error {
 	defer s.release()
 	// Converting the lock releases it first: a run that starts meanwhile
 	// takes it shared, and then this one leaves the placeholders to it.
-	if err := flock(s.lock, unix.LOCK_EX, 0); err != nil {
+	if err := flock(s.lock, unix.LOCK_EX, checkWait); err != nil {
 		return nil
 	}
 	if !recorded && !s.leftovers() {

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 // latest, a minute has passed).
 func helperMain() int {
 	ws := os.Getenv("CORDON_PLACEHOLDER_WS")
-	s, err := placeholder.Begin(os.Getenv("CORDON_PLACEHOLDER_STATE"), ws, ".efferent")
+	s, err := placeholder.Begin(os.Getenv("CORDON_PLACEHOLDER_STATE"), ws)
 	if err == nil {
 		err = s.Create(filepath.Join(ws, "d"), true, "")
 	}
@@ -73,7 +73,7 @@ func layout(t *testing.T) string {
 
 func begin(t *testing.T, top string) *placeholder.Session {
 	t.Helper()
-	s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"), ".efferent")
+	s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"))
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
@@ -286,7 +286,7 @@ func TestWorkspacesAreIndependent(t *testing.T) {
 	os.Mkdir(ws2, 0o755)
 	a := begin(t, top)
 	create(t, a, filepath.Join(top, "ws", "p"), true, "")
-	b, err := placeholder.Begin(state, ws2, ".efferent")
+	b, err := placeholder.Begin(state, ws2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestBeginRefusesUntrustedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(runs, 0o777)
-	if s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws"), ".efferent"); !errors.Is(err, refusal.UntrustedState) {
+	if s, err := placeholder.Begin(filepath.Join(top, "state"), filepath.Join(top, "ws")); !errors.Is(err, refusal.UntrustedState) {
 		if err == nil {
 			s.End()
 		}
@@ -571,53 +571,59 @@ func TestBeginRefusesUntrustedState(t *testing.T) {
 	}
 }
 
+// TestNestedSessions: a session of a workspace does not begin while one
+// of an enclosing workspace is going on — also one of another
+// configuration (state directory) — nor one of an enclosing workspace
+// while one of a nested workspace is going on; sessions of two workspaces
+// side by side inside a third begin together.
+func TestNestedSessions(t *testing.T) {
+	top := t.TempDir()
+	state, other := filepath.Join(top, "state"), filepath.Join(top, "other-state")
+	outer := filepath.Join(top, "outer")
+	inner := filepath.Join(outer, "sub", "inner")
+	sibling := filepath.Join(outer, "sibling")
+	os.MkdirAll(inner, 0o755)
+	os.MkdirAll(sibling, 0o755)
+	o, err := placeholder.Begin(state, outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{state, other} {
+		if s, err := placeholder.Begin(st, inner); !errors.Is(err, placeholder.ErrNested) || !strings.Contains(err.Error(), "enclosing workspace "+outer) {
+			if s != nil {
+				s.End()
+			}
+			t.Fatalf("a nested session (state %s) began while the enclosing one goes on: %v", st, err)
+		}
+	}
+	o.End()
+	i, err := placeholder.Begin(state, inner)
+	if err != nil {
+		t.Fatalf("a nested session after the enclosing one ended: %v", err)
+	}
+	sib, err := placeholder.Begin(state, sibling)
+	if err != nil {
+		t.Fatalf("a session of a workspace beside a nested one that goes on: %v", err)
+	}
+	if s, err := placeholder.Begin(state, outer); !errors.Is(err, placeholder.ErrNested) {
+		if s != nil {
+			s.End()
+		}
+		t.Fatalf("an enclosing session began while nested ones go on: %v", err)
+	}
+	i.End()
+	sib.End()
+	o, err = placeholder.Begin(state, outer)
+	if err != nil {
+		t.Fatalf("the enclosing session, once the nested ones ended: %v", err)
+	}
+	o.End()
+}
+
 // TestHammer has many goroutines run sessions of one workspace at once,
 // each creating placeholders of its own. A placeholder must exist from its
 // creation to its session's end (no run removes what a live run holds),
 // and when every session has ended nothing is left.
-// TestNestedSessions: a session of a workspace does not begin while one
-// of an enclosing workspace is going on, and one of an enclosing
-// workspace waits while one of a nested workspace is going on.
-func TestNestedSessions(t *testing.T) {
-	top := t.TempDir()
-	state := filepath.Join(top, "state")
-	outer := filepath.Join(top, "outer")
-	inner := filepath.Join(outer, "sub", "inner")
-	os.MkdirAll(inner, 0o755)
-	o, err := placeholder.Begin(state, outer, ".efferent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, err := placeholder.Begin(state, inner, ".efferent"); !errors.Is(err, placeholder.ErrNested) {
-		if s != nil {
-			s.End()
-		}
-		t.Fatalf("a nested session began while the enclosing one goes on: %v", err)
-	}
-	o.End()
-	i, err := placeholder.Begin(state, inner, ".efferent")
-	if err != nil {
-		t.Fatalf("a nested session after the enclosing one ended: %v", err)
-	}
-	began := make(chan error, 1)
-	go func() {
-		s, err := placeholder.Begin(state, outer, ".efferent")
-		if err == nil {
-			s.End()
-		}
-		began <- err
-	}()
-	select {
-	case err := <-began:
-		t.Fatalf("an enclosing session began while a nested one goes on: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	i.End()
-	if err := <-began; err != nil {
-		t.Fatalf("the enclosing session, once the nested one ended: %v", err)
-	}
-}
-
 func TestHammer(t *testing.T) {
 	const goroutines, rounds = 16, 20
 	top := layout(t)
@@ -629,7 +635,7 @@ func TestHammer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
-				s, err := placeholder.Begin(state, ws, ".efferent")
+				s, err := placeholder.Begin(state, ws)
 				if err != nil {
 					errs <- fmt.Errorf("goroutine %d round %d: Begin: %w", g, r, err)
 					return
@@ -755,7 +761,7 @@ func TestSpares(t *testing.T) {
 	// Another workspace never gets it.
 	other := filepath.Join(top, "other")
 	os.Mkdir(other, 0o755)
-	o, err := placeholder.Begin(filepath.Join(top, "state"), other, ".efferent")
+	o, err := placeholder.Begin(filepath.Join(top, "state"), other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -797,7 +803,7 @@ func TestReuseIsBounded(t *testing.T) {
 	if got := len(reuse(t, top)); got != 64 {
 		t.Errorf("reuse holds %d directories, want 64", got)
 	}
-	if entries, _ := os.ReadDir(ws); len(entries) != 1 || entries[0].Name() != ".efferent" {
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
 		t.Errorf("after End the workspace holds %d entries", len(entries))
 	}
 }
@@ -816,7 +822,7 @@ func TestSparesOnAnotherFileSystem(t *testing.T) {
 		t.Skip("/dev/shm is on the same file system as the temporary directory")
 	}
 	for range 2 {
-		s, err := placeholder.Begin(filepath.Join(top, "state"), shm, ".efferent")
+		s, err := placeholder.Begin(filepath.Join(top, "state"), shm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -840,11 +846,11 @@ func TestNestedRunOfANeverRunWorkspace(t *testing.T) {
 	outer := filepath.Join(top, "outer")
 	inner := filepath.Join(outer, "sub", "inner")
 	os.MkdirAll(inner, 0o755)
-	i, err := placeholder.Begin(state, inner, ".efferent")
+	i, err := placeholder.Begin(state, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := placeholder.Begin(state, outer, ".efferent")
+	o, err := placeholder.Begin(state, outer)
 	if !errors.Is(err, placeholder.ErrNested) || !strings.Contains(fmt.Sprint(err), inner) {
 		if o != nil {
 			o.End()
@@ -852,7 +858,7 @@ func TestNestedRunOfANeverRunWorkspace(t *testing.T) {
 		t.Fatalf("Begin(outer) while a nested run goes on: %v; want ErrNested naming %s", err, inner)
 	}
 	i.End()
-	o, err = placeholder.Begin(state, outer, ".efferent")
+	o, err = placeholder.Begin(state, outer)
 	if err != nil {
 		t.Fatalf("Begin(outer) after the nested run ended: %v", err)
 	}
@@ -876,7 +882,7 @@ func TestNestedRunsNeverOverlap(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s, err := placeholder.Begin(state, ws, ".efferent")
+				s, err := placeholder.Begin(state, ws)
 				if err != nil {
 					return
 				}

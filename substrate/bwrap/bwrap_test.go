@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
@@ -719,30 +720,36 @@ func TestTrustedProgram(t *testing.T) {
 	good := prog("ok/bin/bwrap")
 	link := filepath.Join(dir, "link")
 	os.Symlink(good, link)
-	if got, err := trustedProgram(link, "", ".efferent"); err != nil || got != good {
+	if got, err := trustedProgram(link, "", testHarness); err != nil || got != good {
 		t.Errorf("trustedProgram(a link to %s) = %q, %v; want the resolved path", good, got, err)
 	}
-	// Inside a directory that has been a workspace (another one's too).
+	// Inside a directory that has been a workspace (another one's too):
+	// it holds harness state, of this configuration or the default one's,
+	// or this user's state directory has a record of its runs.
 	other := prog("proj/tools/bin/bwrap")
 	os.MkdirAll(filepath.Join(dir, "proj", ".efferent"), 0o700)
-	os.WriteFile(filepath.Join(dir, "proj", ".efferent", "run.lock"), nil, 0o600)
+	foundry := prog("proj2/bin/bwrap")
+	os.MkdirAll(filepath.Join(dir, "proj2", ".foundry"), 0o700)
+	ran := prog("proj3/bin/bwrap")
+	os.MkdirAll(filepath.Join(testHarness.StateDir(), "runs", placeholder.Key(filepath.Join(dir, "proj3"))), 0o700)
 	// Writable by group or others, or on the way through such a directory.
 	shared := prog("shared/bwrap")
 	os.Chmod(filepath.Join(dir, "shared"), 0o777)
 	groupw := prog("gw/bwrap")
 	os.Chmod(groupw, 0o775)
-	cases := map[string]string{other: "a workspace where sandboxed commands have run", shared: "writable by group or others", groupw: "writable by group or others"}
+	was := "a workspace where sandboxed commands may have run"
+	cases := map[string]string{other: was, foundry: was, ran: was, shared: "writable by group or others", groupw: "writable by group or others"}
 	if os.Geteuid() == 0 {
 		theirs := prog("theirs/bwrap")
 		os.Chown(filepath.Dir(theirs), 65534, 65534)
 		cases[theirs] = "belongs to uid 65534"
 	}
 	for p, why := range cases {
-		if got, err := trustedProgram(p, "", ".efferent"); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), why) {
+		if got, err := trustedProgram(p, "", testHarness); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), why) {
 			t.Errorf("trustedProgram(%s) = %q, %v; want ErrUnavailable: %s", p, got, err, why)
 		}
 	}
-	if _, err := trustedProgram(good, filepath.Join(dir, "ok"), ".efferent"); err == nil || !strings.Contains(err.Error(), "inside the workspace") {
+	if _, err := trustedProgram(good, filepath.Join(dir, "ok"), testHarness); err == nil || !strings.Contains(err.Error(), "inside the workspace") {
 		t.Errorf("trustedProgram inside the workspace: %v", err)
 	}
 }

@@ -93,7 +93,7 @@ func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
 			return f, Unavailable(fmt.Errorf("%w; install bubblewrap", err))
 		}
 	}
-	if prog, err = trustedProgram(prog, n.cfg.Workspace, n.cfg.Harness.RegistryDir()); err != nil {
+	if prog, err = trustedProgram(prog, n.cfg.Workspace, n.cfg.Harness); err != nil {
 		return f, err
 	}
 	if !n.cfg.ProbeAtRun {

@@ -86,7 +86,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			return substrate.Outcome{}, Unavailable(err)
 		}
 	}
-	bin, err := trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness.RegistryDir())
+	bin, err := trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
 	if err != nil {
 		return substrate.Outcome{}, err
 	}

@@ -136,11 +136,13 @@ func (s *Sandbox) build(environ []string) error {
 		}
 	}
 
+	// Every run holds the workspace's run lock, so that no run of an
+	// enclosing workspace changes what it binds while it is set up.
+	if err := s.begin(); err != nil {
+		return err
+	}
 	var pins, protected []string
 	if p.access == AccessWrite {
-		if err := s.begin(); err != nil {
-			return err
-		}
 		// Found under the run lock: no run of an enclosing workspace
 		// changes what it reads meanwhile.
 		if s.protected, err = p.harness.Protect(ws); err != nil {
@@ -206,19 +208,19 @@ func (s *Sandbox) build(environ []string) error {
 	return nil
 }
 
-// protect prepares the protected set of a writable workspace: it returns
-// the directories to pin (bind onto themselves) and the paths to bind
-// read-only, creating harness directories and placeholders for what is
-// absent.
-// begin creates the harness directories (mode 0700, kept) and takes the
-// workspace's run lock: every run of the workspace holds it, also one that
-// creates no placeholder (those another run made are mounted here too, and
-// must outlast this run), and no run starts while one of an enclosing
-// workspace is going on (its tool could swap what this one binds).
+// begin creates the harness directories of a writable workspace (mode
+// 0700, kept) and takes the workspace's run lock: every run of the
+// workspace holds it, also one that creates no placeholder (those another
+// run made are mounted here too, and must outlast this run), and no run
+// starts while one of an enclosing or a nested workspace is going on (its
+// tool could swap what this one binds).
 func (s *Sandbox) begin() error {
 	p := s.policy
 	ws := p.workspace
 	for _, h := range p.harness.State() {
+		if p.access != AccessWrite {
+			break // a command that cannot write could not plant them
+		}
 		path := filepath.Join(ws, h)
 		fi, err := os.Lstat(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -233,7 +235,7 @@ func (s *Sandbox) begin() error {
 			return &Error{Op: "start", Path: h, Root: ws, Err: ErrProtectedPath, detail: "a symlink or not a directory"}
 		}
 	}
-	sess, err := placeholder.Begin(p.harness.StateDir(), ws, p.harness.RegistryDir())
+	sess, err := placeholder.Begin(p.harness.StateDir(), ws)
 	if errors.Is(err, placeholder.ErrNested) {
 		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err,
 			detail: err.Error() + ", and the commands of the enclosing one could change the nested one while its sandbox is set up; run one at a time"}
@@ -245,6 +247,9 @@ func (s *Sandbox) begin() error {
 	return nil
 }
 
+// protect prepares the protected set of a writable workspace: it returns
+// the directories to pin (bind onto themselves) and the paths to bind
+// read-only, creating placeholders for what is absent.
 func (s *Sandbox) protect() (pins, protected []string, err error) {
 	p := s.policy
 	ws := p.workspace

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/placeholder"
 )
 
 // trustedProgram resolves the bwrap program bin and returns the path to
@@ -14,13 +17,14 @@ import (
 // root could have put there, since cordon runs it on the host:
 //
 //   - one inside the workspace ws, or inside any directory that has been a
-//     cordon workspace (it holds harnessDir/run.lock): a sandboxed command
-//     could have written it;
+//     cordon workspace — one this user's state directory has a record of
+//     runs for, or that holds harness state (of h, or the default names):
+//     a sandboxed command could have written it;
 //   - one that is, or has a directory above it that is, owned by another
 //     user than root and this one, or writable by group or others (a
 //     sticky directory, such as /tmp, excepted: only the owner of an entry
 //     may replace it there, and that owner is checked next).
-func trustedProgram(bin, ws, harnessDir string) (string, error) {
+func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 	real, err := filepath.EvalSymlinks(bin)
 	if err == nil && !filepath.IsAbs(real) {
 		real, err = filepath.Abs(real)
@@ -42,6 +46,9 @@ func trustedProgram(bin, ws, harnessDir string) (string, error) {
 			return "", refuse("it is inside the workspace " + ws + ", where sandboxed commands write")
 		}
 	}
+	if h.IsZero() {
+		h = harness.Default()
+	}
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
@@ -54,14 +61,27 @@ func trustedProgram(bin, ws, harnessDir string) (string, error) {
 		if st.Mode&0o022 != 0 && (st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISVTX == 0) {
 			return "", refuse(fmt.Sprintf("%s is writable by group or others (mode %#o)", p, st.Mode&0o7777))
 		}
-		if p != real && harnessDir != "" {
-			var lk unix.Stat_t
-			if unix.Lstat(filepath.Join(p, harnessDir, "run.lock"), &lk) == nil {
-				return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands have run", p))
-			}
+		if p != real && wasWorkspace(p, h) {
+			return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands may have run", p))
 		}
 		if p == "/" {
 			return real, nil
 		}
 	}
+}
+
+// wasWorkspace reports whether dir has been a cordon workspace: this
+// user's state directory keeps a record of its runs, or it holds harness
+// state of h's or of the default configuration's.
+func wasWorkspace(dir string, h harness.Config) bool {
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(h.StateDir(), "runs", placeholder.Key(dir)), &st) == nil {
+		return true
+	}
+	for _, name := range append(h.State(), harness.Default().State()...) {
+		if unix.Lstat(filepath.Join(dir, name), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return true
+		}
+	}
+	return false
 }
