@@ -615,12 +615,22 @@ func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks stri
 			}
 		}
 		for _, e := range cfg.Commands() {
-			prog := programOf(e.Value)
-			if prog == "" || !strings.Contains(prog, "/") {
-				continue // looked up in PATH, or not a program
-			}
-			if err := protectFile(pr.resolve(prog, top), "git runs it ("+e.Key+")"); err != nil {
-				return err
+			for i, word := range commandWords(e.Value) {
+				switch {
+				case i == 0 && !strings.Contains(word, "/"):
+					continue // looked up in PATH
+				case i > 0 && strings.HasPrefix(word, "-"):
+					continue // an option
+				case i > 0 && !strings.Contains(word, "/"):
+					// An argument naming a file at the top: the script
+					// "sh fsmon.sh" runs.
+					if fi, err := os.Lstat(filepath.Join(top, word)); err != nil || !fi.Mode().IsRegular() {
+						continue
+					}
+				}
+				if err := protectFile(pr.resolve(word, top), "git runs it ("+e.Key+")"); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -671,23 +681,38 @@ func (pr *protector) resolve(p, top string) string {
 	return resolveExisting(p)
 }
 
-// programOf returns the program a configured command runs: its first
-// word, without an alias's "!" and the shell's quotes.
-func programOf(v string) string {
+// commandWords splits a configured command into its words — the program
+// first, without an alias's "!" — as far as the shell's quotes go: what
+// git runs, and the files it hands them (a script run through "sh").
+// Words after a shell operator (;, |, &&, ...) are words too.
+func commandWords(v string) []string {
 	v = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), "!"))
-	if v == "" {
-		return ""
-	}
-	if q := v[0]; q == '"' || q == '\'' {
-		if end := strings.IndexByte(v[1:], q); end >= 0 {
-			return v[1 : 1+end]
+	var words []string
+	var cur strings.Builder
+	quote := byte(0)
+	flush := func() {
+		if cur.Len() > 0 {
+			words = append(words, cur.String())
+			cur.Reset()
 		}
-		return v[1:]
 	}
-	if i := strings.IndexAny(v, " \t;|&<>()"); i >= 0 {
-		v = v[:i]
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteByte(c)
+		case c == '"' || c == '\'':
+			quote = c
+		case strings.IndexByte(" \t;|&<>()", c) >= 0:
+			flush()
+		default:
+			cur.WriteByte(c)
+		}
 	}
-	return v
+	flush()
+	return words
 }
 
 // hasHooks reports whether dir holds a hook git would run: a regular file

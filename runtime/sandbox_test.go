@@ -1004,3 +1004,26 @@ func TestAnErrorNeverReadsAsSuccess(t *testing.T) {
 		t.Errorf("a run without bubblewrap: %v, %v", res, err)
 	}
 }
+
+// TestTrustedStateIsHidden: cordon's per-user state and cache directories
+// — the key store, the records of runs and grants, compiled code — are
+// empty inside every sandbox, wherever they are (here under /var/tmp, not
+// under the sandbox's own fresh /tmp), while the host sees what is in them.
+func TestTrustedStateIsHidden(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	testenv.Require(t, !strings.HasPrefix(b, "/tmp/"), "a base directory outside /tmp (/var/tmp)")
+	h := testHarness.WithStateDir(filepath.Join(b, "state")).WithCacheDir(filepath.Join(b, "cache"))
+	for _, d := range []string{h.StateDir(), h.CacheDir()} {
+		os.MkdirAll(d, 0o700)
+		os.WriteFile(filepath.Join(d, "secret"), []byte("key"), 0o600)
+	}
+	ws := workspace(t, b)
+	res := run(t, bwrap.NewPolicy(ws, h), fmt.Sprintf("ls -A %s %s; cat %s/secret %s/secret", h.StateDir(), h.CacheDir(), h.StateDir(), h.CacheDir()))
+	if strings.Contains(res.Stdout, "secret") || strings.Contains(res.Stdout, "key") || strings.Contains(res.Stdout, "runs") {
+		t.Errorf("the sandbox sees cordon's state: %q", res.Stdout)
+	}
+	if entries, _ := os.ReadDir(h.StateDir()); len(entries) < 2 {
+		t.Errorf("the state directory on the host holds %d entries; want the secret and the records of the run", len(entries))
+	}
+}

@@ -168,13 +168,15 @@ func TestConfigNamedFilesAreProtected(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "tools/fsmon"), 0o755)
 	cfg := filepath.Join(ws, ".git/config")
 	data, _ := os.ReadFile(cfg)
-	data = append(data, "[core]\n\thooksPath = .husky\n\tfsmonitor = tools/fsmon\n[include]\n\tpath = ../shared.gitconfig\n\tpath = ../inc/local.cfg\n"...)
+	data = append(data, "[core]\n\thooksPath = .husky\n\tfsmonitor = tools/fsmon\n\tpager = sh tools/pager.sh\n[include]\n\tpath = ../shared.gitconfig\n\tpath = ../inc/local.cfg\n"...)
+	writeFile(t, filepath.Join(ws, "tools/pager.sh"), "exec cat\n")
 	os.WriteFile(cfg, data, 0o644)
 	marker := filepath.Join(b, "pwned")
 	script := attempt("husky", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > .husky/pre-commit", plantCommand(marker))) +
 		attempt("husky-new", "echo x > .husky/post-commit") +
 		attempt("include", fmt.Sprintf(`printf '[core]\n\tpager = "%s"\n' > shared.gitconfig`, plantCommand(marker))) +
 		attempt("fsmonitor", fmt.Sprintf("printf '#!/bin/sh\\n%s\\n' > tools/fsmon", plantCommand(marker))) +
+		attempt("pager-script", fmt.Sprintf("printf '%s\\n' > tools/pager.sh", plantCommand(marker))) +
 		attempt("pre-commit", "echo 'repos: []' > .pre-commit-config.yaml") +
 		attempt("include-parent", fmt.Sprintf(`mv inc inc.old && mkdir inc && printf '[core]\n\tpager = "%s"\n' > inc/local.cfg`, plantCommand(marker))) +
 		attempt("remotes", "mkdir -p .git/remotes && echo 'URL: /tmp/x' > .git/remotes/origin") +

@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -16,12 +17,24 @@ import (
 // keyring of cordon's caller, and the keys and keyrings linked into it (the
 // user keyring, Kerberos tickets, ...), stay out. Where keyctl is
 // unavailable or forbidden (ENOSYS, or EPERM/EACCES from a seccomp filter
-// or LSM, which the tree inherits), there is no keyring to reach.
+// or LSM, which the tree inherits), there is no keyring to reach — as long
+// as the caller's session keyring cannot be looked up either; if it can,
+// joining a new one failed while the old one is in reach, and that is an
+// error, never a run that shares it.
 func newSessionKeyring() error {
 	_, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
 	switch e {
-	case 0, unix.ENOSYS, unix.EPERM, unix.EACCES:
+	case 0:
 		return nil
+	case unix.ENOSYS, unix.EPERM, unix.EACCES:
+		id, e2 := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false)
+		switch e2 {
+		case unix.ENOSYS, unix.EPERM, unix.EACCES, unix.ENOKEY:
+			return nil // no keyring the tree could reach
+		case nil:
+			return fmt.Errorf("cannot join a new session keyring (%v), and the caller's (%d) is still in reach", e, id)
+		}
+		return e2
 	}
 	return e
 }
