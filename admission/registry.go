@@ -86,6 +86,9 @@ type Registry struct {
 	keysOnce sync.Once
 	keys     *keystore.Store
 	keysErr  error
+	curOnce  sync.Once
+	cur      string // currentPath
+	curErr   error
 	// fail, when set, is called before each step of Register; an error
 	// stops the registration there (tests inject failures with it).
 	fail func(step string) error
@@ -129,10 +132,14 @@ func (r *Registry) keyStore() (*keystore.Store, error) {
 // restored from a copy a tool kept — is refused.
 const currentDir = "registry"
 
-// currentFile returns the directory of this workspace's records.
+// currentPath returns the directory of this workspace's records, made and
+// checked once a registry.
 func (r *Registry) currentPath() (string, error) {
-	sum := sha256.Sum256([]byte(r.root))
-	return userdir.EnsurePath(r.state, currentDir, hex.EncodeToString(sum[:16]))
+	r.curOnce.Do(func() {
+		sum := sha256.Sum256([]byte(r.root))
+		r.cur, r.curErr = userdir.EnsurePath(r.state, currentDir, hex.EncodeToString(sum[:16]))
+	})
+	return r.cur, r.curErr
 }
 
 // current returns the MACs a grant of name may have: the current one,

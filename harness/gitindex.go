@@ -13,7 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/cordon-run/cordon/internal/dirfd"
+	"github.com/cordon-run/cordon/internal/gitconf"
 )
 
 // maxIndex bounds the git index read for gitlinks.
@@ -134,19 +135,24 @@ func (pr *protector) submodules(gitdir, top string) error {
 }
 
 // readObjectFormat returns extensions.objectformat of a git directory's
-// configuration, or "".
+// own configuration (git reads extensions from no other file), or "".
 func readObjectFormat(gitdir string) (string, error) {
-	data, err := readSmall(filepath.Join(gitdir, "config"))
+	name := filepath.Join(gitdir, "config")
+	data, err := readBounded(name, 1<<20)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), "objectformat") {
-			return strings.ToLower(strings.TrimSpace(v)), nil
+	entries, err := gitconf.Parse(name, data)
+	if err != nil {
+		return "", err
+	}
+	format := ""
+	for _, e := range entries {
+		if e.Key == "extensions.objectformat" {
+			format = strings.ToLower(e.Value) // the last one wins, as in git
 		}
 	}
-	return "", nil
+	return format, nil
 }
 
 // Quarantine moves away the entry (P/.git) of every repository that the
@@ -200,26 +206,30 @@ func (p *Protected) Quarantine() ([]string, error) {
 	return moved, errors.Join(errs...)
 }
 
+// QuarantineNotes calls [Protected.Quarantine] and returns what it did as
+// the notes of a result, a failure last ("after the run: ..."). Every
+// front end and substrate that lets a run write calls it once the run is
+// over.
+func (p *Protected) QuarantineNotes() []string {
+	notes, err := p.Quarantine()
+	if err != nil {
+		notes = append(notes, "after the run: "+err.Error())
+	}
+	return notes
+}
+
 // quarantineDir makes <root>/<registry>/quarantine/<stamp>/<rel>, one
 // component at a time, never following a symlink.
 func (p *Protected) quarantineDir(stamp, rel string) (string, error) {
-	fd, err := unix.Open(p.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := dirfd.Open(p.root)
 	if err != nil {
 		return "", err
 	}
-	cur := p.root
-	for _, c := range append([]string{p.registry, "quarantine", stamp}, strings.Split(rel, "/")...) {
-		if err := unix.Mkdirat(fd, c, 0o700); err != nil && err != unix.EEXIST {
-			unix.Close(fd)
-			return "", err
-		}
-		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return "", fmt.Errorf("cannot make the quarantine %s: %w", filepath.Join(cur, c), err)
-		}
-		fd, cur = next, filepath.Join(cur, c)
+	defer root.Close()
+	d, err := root.OpenPath(p.registry+"/quarantine/"+stamp+"/"+rel, true, 0o700)
+	if err != nil {
+		return "", fmt.Errorf("cannot make the quarantine: %w", err)
 	}
-	unix.Close(fd)
-	return cur, nil
+	defer d.Close()
+	return d.Name(), nil
 }

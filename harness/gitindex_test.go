@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cordon-run/cordon/harness"
@@ -54,5 +55,46 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 		if _, err := harness.ParseGitlinks(bad, 20); err == nil {
 			t.Errorf("ParseGitlinks(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestGitlinksOfASHA256Repository: in a repository with SHA-256 object
+// names (extensions.objectformat in its configuration, wherever git wrote
+// it there) the submodule entries are found, and protected.
+func TestGitlinksOfASHA256Repository(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(gitBin, args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "HOME="+ws, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git("init", "-q", "--object-format=sha256", ".")
+	// A long configuration before the extension: no first-page shortcut.
+	for i := range 200 {
+		git("config", "alias.a"+string(rune('a'+i%26))+string(rune('a'+i/26)), "status --short --branch --untracked-files=normal")
+	}
+	// The extension last, past the first pages of the file.
+	cfgPath := filepath.Join(ws, ".git", "config")
+	data, _ := os.ReadFile(cfgPath)
+	cfg := strings.Replace(string(data), "[extensions]\n\tobjectformat = sha256\n", "", 1)
+	if cfg == string(data) || len(cfg) < 8<<10 {
+		t.Fatalf("unexpected configuration from git init (%d bytes):\n%.300s", len(cfg), data)
+	}
+	os.WriteFile(cfgPath, []byte(cfg+"[extensions]\n\tobjectFormat = sha256\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a"), 0o644)
+	git("add", "a.txt")
+	git("update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("ab", 32)+",dir/sub")
+	p, err := testenv.Harness(t).Protect(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := p.Check("dir/sub/.git"); v != harness.InWriteLater {
+		t.Errorf("dir/sub/.git of a SHA-256 repository: %v; want it protected\n%s", v, p)
 	}
 }

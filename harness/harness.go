@@ -48,6 +48,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cordon-run/cordon/refusal"
 )
@@ -335,7 +336,7 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 }
 
 func readBounded(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO does not block the open
 	if err != nil {
 		return nil, err
 	}

@@ -40,11 +40,11 @@ type Config struct {
 type Runtime struct {
 	cfg Config
 
-	mu     sync.Mutex
-	engine *wasm.Engine
-	cache  string
-	closed bool
-	later  sync.WaitGroup // the last steps of runs, done after their results
+	mu           sync.Mutex
+	engine       *wasm.Engine
+	harnessCache string // the harness cache directory the engine was made for
+	closed       bool
+	later        sync.WaitGroup // the last steps of runs, done after their results
 }
 
 // New returns a runtime.
@@ -187,26 +187,26 @@ func (r *Runtime) runHost(ctx context.Context, p *admission.Prepared, res *Resul
 // wasmEngine returns the runtime's engine, made on first use with the
 // per-user compiled-code cache of the harness configuration.
 func (r *Runtime) wasmEngine(p *admission.Prepared) (*wasm.Engine, error) {
-	cache, err := wasm.CacheDir(p.Harness)
-	if err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, errors.New("runtime: closed")
 	}
-	if r.engine != nil && r.cache == cache {
+	if r.engine != nil && r.harnessCache == p.Harness.CacheDir() {
 		return r.engine, nil
 	}
 	if r.engine != nil {
-		return nil, fmt.Errorf("runtime: the wasm cache moved from %s to %s; use one runtime per harness configuration", r.cache, cache)
+		return nil, fmt.Errorf("runtime: the wasm cache moved from %s to %s; use one runtime per harness configuration", r.harnessCache, p.Harness.CacheDir())
+	}
+	cache, err := wasm.CacheDir(p.Harness) // made and checked once
+	if err != nil {
+		return nil, err
 	}
 	e, err := wasm.New(wasm.Config{CacheDir: cache, Logger: r.cfg.Logger})
 	if err != nil {
 		return nil, refusal.Errorf(refusal.SandboxUnavailable, "%w", err)
 	}
-	r.engine, r.cache = e, cache
+	r.engine, r.harnessCache = e, p.Harness.CacheDir()
 	return e, nil
 }
 
@@ -241,11 +241,7 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 	out, err := engine.Run(ctx, call)
 	if call.Workspace != nil && policy.Write {
 		if prot, perr := call.Workspace.Protected(); perr == nil {
-			notes, qerr := prot.Quarantine()
-			res.Notes = append(res.Notes, notes...)
-			if qerr != nil {
-				res.Notes = append(res.Notes, "after the run: "+qerr.Error())
-			}
+			res.Notes = prot.QuarantineNotes()
 		}
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/capabilities"
@@ -160,7 +161,7 @@ func (e *env) refuse(op, path string, err error) int {
 }
 
 func readFileLimit(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO does not block the open
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, refusal.Errorf(refusal.NotFound, "%w", err)
@@ -168,6 +169,9 @@ func readFileLimit(name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, refusal.Errorf(refusal.NotRegular, "%s is not a regular file", name)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err

@@ -5,8 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 )
 
@@ -118,4 +122,33 @@ func TestEveryKindIsDocumented(t *testing.T) {
 			t.Errorf("README.md does not list the kind %s (%s, exit %d)", k.Name(), k.Class(), k.ExitCode())
 		}
 	}
+}
+
+// TestFIFOsDoNotBlock: a declaration or a configuration file that is a
+// FIFO is refused at once, never waited on.
+func TestFIFOsDoNotBlock(t *testing.T) {
+	testenv.IsolateHarness(t)
+	ws := tempWorkspace(t)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, args ...string) {
+		done := make(chan int, 1)
+		go func() {
+			code, _, _ := cordonMain(t, "", args...)
+			done <- code
+		}()
+		select {
+		case code := <-done:
+			if code == 0 {
+				t.Errorf("%s: a FIFO was read as a file", what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: cordon blocked on a FIFO", what)
+		}
+	}
+	within("admit", "-w", ws, "admit", fifo)
+	t.Setenv(harness.EnvConfig, fifo)
+	within("CORDON_CONFIG", "-w", ws, "fs", "list", ".")
 }

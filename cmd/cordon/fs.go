@@ -29,11 +29,7 @@ func (e *env) afterWrite(ws *workspace.Workspace) []string {
 	if err != nil {
 		return notes
 	}
-	moved, err := p.Quarantine()
-	notes = append(notes, moved...)
-	if err != nil {
-		notes = append(notes, "after the write: "+err.Error())
-	}
+	notes = append(notes, p.QuarantineNotes()...)
 	if !e.json {
 		for _, n := range notes {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", n)

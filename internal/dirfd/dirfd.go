@@ -53,6 +53,10 @@ func (d *Dir) Close() error {
 	return err
 }
 
+// Fd returns the descriptor, for the *at system calls the methods here do
+// not cover.
+func (d *Dir) Fd() int { return d.fd }
+
 // Name returns the path the directory was reached by.
 func (d *Dir) Name() string { return d.name }
 

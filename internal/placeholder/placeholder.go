@@ -16,7 +16,7 @@
 // exclusively — removes every recorded placeholder that is still as
 // created, also those a killed run left behind.
 //
-// # Spare directories
+// # Directories used again
 //
 // On a journaling file system making and removing a directory costs far
 // more than renaming one (ext4 on a virtual disk: ~110 µs and ~200 µs
@@ -67,6 +67,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/userdir"
 )
 
@@ -86,11 +87,11 @@ type Session struct {
 	recordAt string   // its path
 	manifest *os.File
 
-	mu      sync.Mutex
-	created []Entry
-	ended   bool
-	spares  []string // directories to use again, listed at the first use
-	listed  bool
+	mu       sync.Mutex
+	created  []Entry
+	ended    bool
+	reusable []string // directories to use again, listed at the first use
+	listed   bool
 }
 
 // maxReuse bounds a workspace's reuse directory; beyond it, placeholders
@@ -326,7 +327,7 @@ func (s *Session) Create(path string, dir bool, content string) error {
 		return errors.New("placeholder: session ended")
 	}
 	if dir {
-		if !s.takeSpare(path) {
+		if !s.takeReused(path) {
 			if err := os.Mkdir(path, 0o755); err != nil {
 				return err
 			}
@@ -343,22 +344,22 @@ func (s *Session) Create(path string, dir bool, content string) error {
 	return s.record(e)
 }
 
-// takeSpare renames one of the workspace's directories to use again to
+// takeReused renames one of the workspace's directories to use again to
 // path, which must not exist, and reports whether it did. Called with s.mu
 // held.
-func (s *Session) takeSpare(path string) bool {
+func (s *Session) takeReused(path string) bool {
 	if !s.listed {
 		s.listed = true
 		names, _ := readNames(s.reuse)
 		for _, n := range names {
 			if strings.HasPrefix(n, "d-") {
-				s.spares = append(s.spares, filepath.Join(s.reuse, n))
+				s.reusable = append(s.reusable, filepath.Join(s.reuse, n))
 			}
 		}
 	}
-	for tries := 0; len(s.spares) > 0 && tries < 3; {
-		from := s.spares[len(s.spares)-1]
-		s.spares = s.spares[:len(s.spares)-1]
+	for tries := 0; len(s.reusable) > 0 && tries < 3; {
+		from := s.reusable[len(s.reusable)-1]
+		s.reusable = s.reusable[:len(s.reusable)-1]
 		if !emptyDir(unix.AT_FDCWD, from) {
 			// Written to after the run that put it away (through a
 			// descriptor kept from then): never a placeholder again.
@@ -372,9 +373,9 @@ func (s *Session) takeSpare(path string) bool {
 		case unix.ENOENT: // taken by another run meanwhile, or path's parent is gone
 		default: // path exists (Mkdir says so), or another file system: make one
 			if err != unix.EEXIST {
-				s.spares = nil
+				s.reusable = nil
 			} else {
-				s.spares = append(s.spares, from)
+				s.reusable = append(s.reusable, from)
 			}
 			return false
 		}
@@ -504,12 +505,10 @@ func clean(dir, reuse string) error {
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return len(b.Path) - len(a.Path) })
 	// Each parent directory is opened once, without following a link.
-	parents := map[string]int{}
+	parents := map[string]*dirfd.Dir{}
 	defer func() {
-		for _, fd := range parents {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
+		for _, d := range parents {
+			d.Close()
 		}
 	}()
 	bin := &putAway{dir: reuse}
@@ -519,18 +518,15 @@ func clean(dir, reuse string) error {
 	var errs []error
 	for _, e := range entries {
 		dir := filepath.Dir(e.Path)
-		fd, ok := parents[dir]
+		d, ok := parents[dir]
 		if !ok {
-			var err error
-			if fd, err = openNoFollow(dir); err != nil {
-				fd = -1
-			}
-			parents[dir] = fd
+			d, _ = openNoFollow(dir)
+			parents[dir] = d
 		}
-		if fd < 0 {
+		if d == nil {
 			continue // gone, or not reachable without a link: leave it
 		}
-		if err := removeIfUnchanged(fd, e, bin); err != nil {
+		if err := removeIfUnchanged(d.Fd(), e, bin); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -642,23 +638,16 @@ func emptyDir(dfd int, base string) bool {
 
 // openNoFollow opens the absolute directory p one component at a time,
 // never following a symlink.
-func openNoFollow(p string) (int, error) {
-	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func openNoFollow(p string) (*dirfd.Dir, error) {
+	root, err := dirfd.Open("/")
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
-	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
-		if c == "" {
-			continue
-		}
-		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return -1, err
-		}
-		fd = next
+	defer root.Close()
+	if p = strings.Trim(p, "/"); p == "" {
+		return dirfd.Open("/")
 	}
-	return fd, nil
+	return root.OpenPath(p, false, 0)
 }
 
 func readNames(dir string) ([]string, error) {

@@ -1,6 +1,6 @@
 // Package testenv holds helpers for cordon's tests: what to do when a kernel
-// feature or system package a test needs is missing, and how to run a piece
-// of a test in a re-executed copy of the test binary.
+// feature or system package a test needs is missing, the harness
+// configuration tests run under, and processes tests start and find.
 package testenv
 
 import (

@@ -104,7 +104,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	// The host side is prepared while bwrap is forked and loads.
 	prepared := make(chan error, 1)
 	go func() { prepared <- sb.build(s.Environ) }()
-	cmd, err := sb.Command(bin, s.Command)
+	cmd, err := sb.command(bin, s.Command)
 	if err != nil {
 		<-prepared
 		return substrate.Outcome{}, err
@@ -117,7 +117,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace,
 		Supervised: true, FreshKeyring: true, Logger: s.Logger,
 	})
-	sb.Launched()
+	sb.launched()
 	var keyErr *proc.KeyringError
 	prepErr := <-prepared
 	switch {
@@ -147,7 +147,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	case rec, ok := <-sb.status:
 		if !ok || rec.ChildPID <= 0 {
 			initFD <- -1
-			break // bwrap ended first: Ran says why
+			break // bwrap ended first: ran and failure say why
 		}
 		if err := verifyInit(rec, s.Policy.network); err != nil {
 			initFD <- -1
@@ -158,7 +158,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			break
 		}
 		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
-		if err := sb.Release(); err != nil {
+		if err := sb.release(); err != nil {
 			s.Logger.Debug("cannot release the sandbox", "err", err)
 		}
 	case <-time.After(initWait):
@@ -175,8 +175,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	// Every process of the run is gone: what it left in the index is
 	// final.
 	if p := sb.Protected(); p != nil {
-		notes, err := p.Quarantine()
-		o.Notes = append(notes, errNotes(err)...)
+		o.Notes = p.QuarantineNotes()
 	}
 	ran := sb.ran()
 	switch {
@@ -190,15 +189,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		msg := fmt.Sprintf("cordon: %s: %s\n", s.Command[0], why)
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
 	}
-	return substrate.Outcome{}, sb.Failure(ctx, o.Stderr)
-}
-
-// errNotes turns a failure of the after-run checks into notes.
-func errNotes(err error) []string {
-	if err == nil {
-		return nil
-	}
-	return []string{"after the run: " + err.Error()}
+	return substrate.Outcome{}, sb.failure(ctx, o.Stderr)
 }
 
 // errInitGone: the process bwrap reported ended before it could be
@@ -279,10 +270,10 @@ func execFailure(stderr string) (int, string) {
 	return 0, ""
 }
 
-// Failure explains a command that never started: [ErrUnavailable] when
+// failure explains a command that never started: [ErrUnavailable] when
 // bubblewrap cannot create any sandbox on this host ([Detect] says why),
 // [ErrSetup] with bwrap's own message (taken from stderr) otherwise.
-func (s *Sandbox) Failure(ctx context.Context, stderr string) error {
+func (s *Sandbox) failure(ctx context.Context, stderr string) error {
 	if err := Detect(ctx, s.bin); err != nil {
 		return err
 	}

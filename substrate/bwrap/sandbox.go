@@ -481,20 +481,19 @@ func (s *Sandbox) Policy() Policy { return s.policy }
 // workspace is writable).
 func (s *Sandbox) Protected() *harness.Protected { return s.protected }
 
-// Command returns the command that runs argv in the sandbox with the bwrap
-// binary bin. The command does not start until [Sandbox.Release]: bwrap
-// sets the sandbox up, reports its init ([Sandbox.Init]) and blocks. The
-// caller sets the command's streams and process attributes, starts it,
-// calls [Sandbox.Launched], then Init, verifies, Release, waits, and asks
-// [Sandbox.Ran] whether the command ran at all. A Sandbox makes one
-// command.
+// command returns the command that runs argv in the sandbox with the bwrap
+// binary bin, for [Run]. The command does not start until release: bwrap
+// reads its options (sendArgs), sets the namespaces up, reports its init
+// on the status descriptor and blocks. Run starts it, calls launched,
+// verifies the init, releases it, waits, and asks ran whether the command
+// ran at all. A Sandbox makes one command.
 //
 // Command marks every descriptor of the calling process above 2
 // close-on-exec: bwrap hands whatever it inherits to the command, and a
 // descriptor the process inherited from its own parent (an open directory
 // outside the workspace, a socket) would otherwise reach the sandbox. The
 // command gets its standard streams and nothing else.
-func (s *Sandbox) Command(bin string, argv []string) (*exec.Cmd, error) {
+func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, invalid("no command to run")
 	}
@@ -579,9 +578,9 @@ func (s *Sandbox) readStatus(r io.Reader) {
 	}
 }
 
-// Launched closes this process's copies of the descriptors the command
+// launched closes this process's copies of the descriptors the command
 // inherited. Call it once the command's Start has returned.
-func (s *Sandbox) Launched() {
+func (s *Sandbox) launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR} {
@@ -592,9 +591,9 @@ func (s *Sandbox) Launched() {
 	s.blockR, s.statusW, s.argsR = nil, nil, nil
 }
 
-// Release lets the command start: bwrap reads one byte on its block
+// release lets the command start: bwrap reads one byte on its block
 // descriptor. Call it only once the sandbox's init is verified.
-func (s *Sandbox) Release() error {
+func (s *Sandbox) release() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.blockW == nil {

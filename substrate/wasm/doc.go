@@ -46,10 +46,11 @@
 //
 // # Limitations
 //
-//   - The compilation cache is machine code that cordon runs: it must live in
-//     harness state (".efferent/cache/wasm"), which tools cannot write. A
-//     native tool run with --no-sandbox can, and could then run code in
-//     cordon's process.
+//   - The compilation cache is machine code that cordon runs: it lives in
+//     the per-user cache directory ([CacheDir]: 0700, owner and mode
+//     checked, outside every workspace and hidden from every sandbox), and
+//     is trusted on that alone. A command run with --no-sandbox as the same
+//     user can write it, and could then run code in cordon's process.
 //   - Guest memory lives inside cordon's process, in one anonymous mapping
 //     per instance: a module at its cap holds that much of cordon's memory
 //     until the call ends (then it is unmapped).
