@@ -223,6 +223,9 @@ func (r *Registry) mac(name string, grant []byte, create bool) (string, error) {
 // Dir returns the registry's directory.
 func (r *Registry) Dir() string { return r.dir }
 
+// Workspace returns the canonical workspace of the registry.
+func (r *Registry) Workspace() string { return r.root }
+
 // String describes the registry.
 func (r *Registry) String() string { return "tool registry " + r.dir }
 

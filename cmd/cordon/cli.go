@@ -293,7 +293,14 @@ func (e *env) registry() (*admission.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admission.OpenRegistry(admission.RegistryConfig{Workspace: e.workspaceDir(), Harness: h})
+	reg, err := admission.OpenRegistry(admission.RegistryConfig{Workspace: e.workspaceDir(), Harness: h})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkConfigOutside(reg.Workspace()); err != nil {
+		return nil, err
+	}
+	return reg, nil
 }
 
 // printJSON writes v as one JSON object on stdout.
