@@ -452,7 +452,11 @@ func (s *Session) End() error {
 	defer s.release()
 	// Converting the lock releases it first: a run that starts meanwhile
 	// takes it shared, and then this one leaves the placeholders to it.
-	if err := flock(s.lock, unix.LOCK_EX, checkWait); err != nil {
+	// No waiting: a run still going on holds it for as long as it lasts
+	// (and removes the placeholders itself), and a look from a nested
+	// workspace's run lasts an instant (the placeholders then stay until
+	// the next run of the workspace ends).
+	if err := flock(s.lock, unix.LOCK_EX, 0); err != nil {
 		return nil
 	}
 	if !recorded && !s.leftovers() {
