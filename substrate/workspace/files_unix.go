@@ -41,7 +41,9 @@ func (w *Workspace) OpenFile(name string, flag int, perm fs.FileMode) (*os.File,
 	}
 	var fd int
 	var canon string
-	if flag&(unix.O_NOFOLLOW|unix.O_EXCL) != 0 {
+	// A trailing slash makes the kernel follow a symlink in the last
+	// component whatever the flags say (and refuse O_CREAT with EISDIR).
+	if flag&(unix.O_NOFOLLOW|unix.O_EXCL) != 0 && !strings.HasSuffix(rel, "/") {
 		dir, base, err := w.parent(op, name, rel)
 		if err != nil {
 			return nil, err
@@ -52,7 +54,7 @@ func (w *Workspace) OpenFile(name string, flag int, perm fs.FileMode) (*os.File,
 				return nil, err
 			}
 		}
-		if fd, err = openBeneath(w.fd, canon, kflags, mode); err != nil {
+		if fd, err = openBeneath(w.fd, dotIfEmpty(canon), kflags, mode); err != nil {
 			return nil, w.fail(op, name, err)
 		}
 	} else if writing {
@@ -158,8 +160,9 @@ func (w *Workspace) isRootFile(f *os.File) bool {
 
 // Info describes name, following symlinks inside the workspace, as an
 // [fs.FileInfo] whose Sys method returns a *[unix.Stat_t].
-func (w *Workspace) Info(name string) (fs.FileInfo, error) {
-	const op = "stat"
+func (w *Workspace) Info(name string) (fs.FileInfo, error) { return w.info("stat", name) }
+
+func (w *Workspace) info(op, name string) (fs.FileInfo, error) {
 	rel, err := w.check(op, name)
 	if err != nil {
 		return nil, err
@@ -169,7 +172,7 @@ func (w *Workspace) Info(name string) (fs.FileInfo, error) {
 		var st unix.Stat_t
 		err := statBeneath(w.fd, dotIfEmpty(canon), &st)
 		if err == nil {
-			return &fileInfo{name: path.Base("/" + canon), st: st}, nil
+			return &fileInfo{name: path.Base(name), st: st}, nil
 		}
 		if err != unix.ELOOP || attempt == 3 {
 			return nil, w.fail(op, name, err)
@@ -184,6 +187,11 @@ func (w *Workspace) Info(name string) (fs.FileInfo, error) {
 // Sys returns a *[unix.Stat_t].
 func (w *Workspace) Lstat(name string) (fs.FileInfo, error) {
 	const op = "lstat"
+	if rel, err := w.check(op, name); err != nil {
+		return nil, err
+	} else if strings.HasSuffix(rel, "/") {
+		return w.info(op, name) // the kernel follows a symlink before a trailing slash
+	}
 	var st unix.Stat_t
 	err := w.at(op, name, func(dirfd int, base string) error {
 		if base == "" {
@@ -194,12 +202,23 @@ func (w *Workspace) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fileInfo{name: path.Base("/" + name), st: st}, nil
+	return &fileInfo{name: path.Base(name), st: st}, nil
 }
 
 // Readlink returns the target of the symlink name. The target is the text
 // of the link: it is not resolved, and reading it grants nothing.
 func (w *Workspace) Readlink(name string) (string, error) {
+	const op = "readlink"
+	if rel, err := w.check(op, name); err != nil {
+		return "", err
+	} else if strings.HasSuffix(rel, "/") {
+		// The kernel follows the link before a trailing slash and finds
+		// a directory, which is not a link.
+		if _, err := w.info(op, name); err != nil {
+			return "", err
+		}
+		return "", w.fail(op, name, unix.EINVAL)
+	}
 	var target string
 	err := w.at("readlink", name, func(dirfd int, base string) error {
 		if base == "" {
@@ -331,7 +350,8 @@ func (w *Workspace) atResolved(op, name, dir, base string, fn func(dirfd int, ba
 // component. The component itself is not resolved; it is refused when it
 // names harness state.
 func (w *Workspace) parent(op, name, rel string) (string, string, error) {
-	d, base := path.Split(rel)
+	trimmed := strings.TrimSuffix(rel, "/")
+	d, base := path.Split(trimmed)
 	dir, err := w.resolve(op, name, strings.TrimSuffix(d, "/"))
 	if err != nil {
 		return "", "", err
@@ -339,7 +359,10 @@ func (w *Workspace) parent(op, name, rel string) (string, string, error) {
 	if h, ok := w.isHarness(path.Join(dir, base)); ok {
 		return "", "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: h}
 	}
-	return dir, base, nil
+	// A trailing slash stays on the component: the calls made with it
+	// (mkdir, unlink, rmdir, rename) do not follow a symlink there, and
+	// answer ENOTDIR (or EISDIR) as the kernel does.
+	return dir, base + rel[len(trimmed):], nil
 }
 
 // fileInfo is an [fs.FileInfo] over a stat result.

@@ -26,8 +26,9 @@ import (
 // Linux's MAXSYMLINKS does.
 const maxSymlinks = 40
 
-// maxPathLen bounds the length of a path a caller may pass.
-const maxPathLen = 4096
+// maxPathLen is the kernel's PATH_MAX: a path passed to the kernel is at
+// most this long, its terminating NUL included.
+const maxPathLen = unix.PathMax
 
 // Workspace is an open workspace directory. Its methods are safe for
 // concurrent use. Close releases the directory descriptor.
@@ -85,6 +86,7 @@ func (w *Workspace) mayChange(op, name, canon string, keep bool) error {
 	if w.cfg.noState {
 		return nil // not a workspace root: read-only use
 	}
+	canon = strings.TrimSuffix(canon, "/")
 	p, err := w.Protected()
 	if err != nil {
 		return err
@@ -182,6 +184,11 @@ func (w *Workspace) write(op, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	if rel == "" || strings.HasSuffix(rel, "/") {
+		// A name that ends in "/" names a directory (O_CREAT on it is
+		// EISDIR in the kernel too).
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrIsDir}
+	}
 	for attempt := 0; ; attempt++ {
 		canon, err := w.resolve(op, name, rel)
 		if err != nil {
@@ -212,6 +219,12 @@ func (w *Workspace) write(op, name string, data []byte) error {
 
 var errRaced = errors.New("the path changed while it was being written")
 
+// notRegular is what replace finds in the way: a FIFO, socket or device,
+// which a write never replaces.
+type notRegular struct{ mode uint32 }
+
+func (e *notRegular) Error() string { return "it is a " + typeOf(e.mode) }
+
 // replace writes data to a temporary file in dirfd and renames it onto base.
 func (w *Workspace) replace(dirfd int, base string, data []byte) error {
 	perm, keep := uint32(0o644), false
@@ -226,7 +239,7 @@ func (w *Workspace) replace(dirfd int, base string, data []byte) error {
 		case unix.S_IFDIR:
 			return unix.EISDIR
 		default:
-			return unix.EINVAL
+			return &notRegular{uint32(st.Mode)}
 		}
 	case err != unix.ENOENT:
 		return err
@@ -369,7 +382,7 @@ func (w *Workspace) Stat(name string) (Entry, error) {
 		var st unix.Stat_t
 		err := statBeneath(w.fd, dotIfEmpty(canon), &st)
 		if err == nil {
-			return entryOf(path.Base("/"+canon), &st), nil
+			return entryOf(path.Base(name), &st), nil
 		}
 		if err != unix.ELOOP || attempt == 3 {
 			return Entry{}, w.fail(op, name, err)
@@ -391,15 +404,28 @@ func (w *Workspace) open(op, name string, flags int) (int, string, error) {
 	return w.openMode(op, name, rel, flags, 0)
 }
 
-// check turns name into a cleaned workspace-relative path and refuses it
-// when it leaves the workspace lexically or names harness state.
+// check turns name into a workspace-relative path and refuses it when it
+// leaves the workspace or names harness state. The result holds no "." and
+// no "..": a ".." is resolved as the kernel resolves it, from the directory
+// the components before it reach (after a symlink, the parent of the
+// link's target), so the components before the last are then canonical.
+// The last component is left as it is (a symlink there is not followed
+// here). A name that ends in "/" or "/." keeps one trailing "/": it names a
+// directory, and the kernel answers ENOTDIR when it is not one.
 func (w *Workspace) check(op, name string) (string, error) {
-	if name == "" || len(name) > maxPathLen || strings.IndexByte(name, 0) >= 0 {
-		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid, detail: "a path must be 1 to 4096 bytes without NUL"}
+	if name == "" || len(name) >= maxPathLen || strings.IndexByte(name, 0) >= 0 {
+		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid,
+			detail: "a path must be 1 to 4095 bytes without NUL (the kernel's PATH_MAX of 4096 counts the NUL)"}
 	}
 	rel, ok := w.relative(name)
 	if !ok {
 		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrOutsideWorkspace}
+	}
+	if hasDotDot(rel) {
+		var err error
+		if rel, err = w.resolveDotDot(op, name, rel); err != nil {
+			return "", err
+		}
 	}
 	if h, ok := w.isHarness(rel); ok {
 		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: h}
@@ -407,72 +433,151 @@ func (w *Workspace) check(op, name string) (string, error) {
 	return rel, nil
 }
 
-// relative converts name to a cleaned path relative to the workspace ("" for
-// the workspace itself). It is a lexical translation, not the containment
-// check: the kernel enforces containment when the result is opened.
+// resolveDotDot resolves the components of rel up to its last one (all of
+// them when the last is ".."), and appends the last one to the result.
+func (w *Workspace) resolveDotDot(op, name, rel string) (string, error) {
+	trimmed := strings.TrimSuffix(rel, "/")
+	slash := rel[len(trimmed):]
+	dir, last := path.Split(trimmed)
+	if last == ".." {
+		canon, err := w.resolve(op, name, trimmed)
+		if err != nil || canon == "" {
+			return canon, err
+		}
+		return canon + slash, nil
+	}
+	canon, err := w.resolve(op, name, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return "", err
+	}
+	return path.Join(canon, last) + slash, nil
+}
+
+func hasDotDot(rel string) bool {
+	return rel == ".." || strings.HasPrefix(rel, "../") || strings.HasSuffix(rel, "/..") ||
+		strings.HasSuffix(rel, "/../") || strings.Contains(rel, "/../")
+}
+
+// relative converts name to a path relative to the workspace ("" for the
+// workspace itself), dropping empty and "." components and keeping ".."
+// ones for [Workspace.resolve]. An absolute name must begin with the
+// workspace's canonical path or the spelling it was opened with. It is a
+// translation, not the containment check: the kernel enforces containment
+// when the result is opened beneath the workspace.
 func (w *Workspace) relative(name string) (string, bool) {
-	c := filepath.Clean(name)
-	if filepath.IsAbs(c) {
-		for _, r := range []string{w.root, w.given} {
-			if c == r {
-				return "", true
-			}
-			if r == "/" {
-				return c[1:], true
-			}
-			if strings.HasPrefix(c, r+"/") {
-				return c[len(r)+1:], true
+	rest := name
+	if strings.HasPrefix(name, "/") {
+		var ok bool
+		if rest, ok = cutPrefix(name, w.root); !ok {
+			if rest, ok = cutPrefix(name, w.given); !ok {
+				return "", false
 			}
 		}
-		return "", false
 	}
-	if c == "." {
-		return "", true
+	var b strings.Builder
+	for c := range strings.SplitSeq(rest, "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(c)
 	}
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", false
+	rel := b.String()
+	if rel != "" && (strings.HasSuffix(name, "/") || strings.HasSuffix(name, "/.")) && !strings.HasSuffix(rel, "..") {
+		rel += "/"
 	}
-	return c, true
+	return rel, true
+}
+
+// cutPrefix reports whether the absolute path name begins with the
+// components of the clean absolute path dir, and returns the rest of name.
+func cutPrefix(name, dir string) (string, bool) {
+	rest := name
+	for want := range strings.SplitSeq(strings.TrimPrefix(dir, "/"), "/") {
+		if want == "" {
+			break // dir is "/"
+		}
+		var c string
+		for {
+			rest = strings.TrimLeft(rest, "/")
+			c, rest, _ = strings.Cut(rest, "/")
+			if c != "." {
+				break
+			}
+		}
+		if c != want {
+			return "", false
+		}
+	}
+	return rest, true
 }
 
 // resolve replaces every symlink in rel by its target, one component at a
-// time, and returns the canonical workspace-relative path. A path whose
-// tail does not exist yet is completed lexically. The result is refused when
-// it leaves the workspace or reaches harness state.
+// time, and resolves ".." as the kernel does: to the parent of the
+// directory reached so far, so after a symlink the parent of its target.
+// It returns the canonical workspace-relative path, with a trailing "/"
+// when rel has one. A path whose tail does not exist yet is completed
+// lexically (a ".." after a missing component fails as the kernel's lookup
+// does). The result is refused when it leaves the workspace or reaches
+// harness state.
 func (w *Workspace) resolve(op, name, rel string) (string, error) {
 	outside := &PathError{Op: op, Path: name, Root: w.root, Err: ErrOutsideWorkspace}
 	todo := splitPath(rel)
 	var done []string
 	links := 0
-	missing := false
+	// state of the last component in done: found as a directory, found as
+	// something else, or missing (with the errno that said so).
+	const (
+		isDir = iota
+		notDir
+		missing
+	)
+	last, why := isDir, error(nil)
 	for len(todo) > 0 {
 		c := todo[0]
 		todo = todo[1:]
 		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if len(done) == 0 {
-				return "", outside
+		case "", ".", "..":
+			switch {
+			case last == notDir:
+				return "", w.fail(op, name, unix.ENOTDIR)
+			case last == missing && c == "..":
+				return "", w.fail(op, name, why)
+			case c == "..":
+				if len(done) == 0 {
+					return "", outside
+				}
+				done = done[:len(done)-1]
 			}
-			done = done[:len(done)-1]
 			continue
 		}
-		if missing {
+		if last == missing {
 			done = append(done, c)
 			continue
+		}
+		if last == notDir {
+			return "", w.fail(op, name, unix.ENOTDIR)
 		}
 		p := strings.Join(append(done, c), "/")
 		var st unix.Stat_t
 		if err := unix.Fstatat(w.fd, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if err != unix.ENOENT && err != unix.ENOTDIR {
+			if err != unix.ENOENT {
 				return "", w.fail(op, name, err)
 			}
-			missing = true
+			last, why = missing, err
 			done = append(done, c)
 			continue
 		}
-		if uint32(st.Mode)&unix.S_IFMT != unix.S_IFLNK {
+		switch uint32(st.Mode) & unix.S_IFMT {
+		case unix.S_IFLNK:
+		case unix.S_IFDIR:
+			last = isDir
+			done = append(done, c)
+			continue
+		default:
+			last = notDir
 			done = append(done, c)
 			continue
 		}
@@ -488,7 +593,7 @@ func (w *Workspace) resolve(op, name, rel string) (string, error) {
 			if !ok {
 				return "", outside
 			}
-			done = nil
+			done, last = nil, isDir
 			target = t
 		}
 		todo = append(splitPath(target), todo...)
@@ -496,6 +601,9 @@ func (w *Workspace) resolve(op, name, rel string) (string, error) {
 	canon := strings.Join(done, "/")
 	if h, ok := w.isHarness(canon); ok {
 		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: h}
+	}
+	if canon != "" && strings.HasSuffix(rel, "/") {
+		canon += "/"
 	}
 	return canon, nil
 }
@@ -562,6 +670,12 @@ func (w *Workspace) tooLarge(op, name string, size int64) error {
 func (w *Workspace) fail(op, name string, err error) error {
 	if pe, ok := err.(*PathError); ok {
 		return pe
+	}
+	if nr, ok := err.(*notRegular); ok {
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrNotRegular, detail: nr.Error() + "; a write never replaces one"}
+	}
+	if err == unix.ENAMETOOLONG {
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid, Cause: err, detail: "a name in the path is longer than the file system allows (255 bytes on most)"}
 	}
 	return &PathError{Op: op, Path: name, Root: w.root, Err: errnoSentinel(err), Cause: err}
 }
