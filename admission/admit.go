@@ -270,6 +270,7 @@ func (a *Admitter) admit(ctx context.Context, s *state) (*Admission, error) {
 	}
 	if s.decl.Kind == KindWasm {
 		g.Module = path.Clean(s.decl.Module)
+		g.Args = slices.Clone(s.decl.Args)
 	}
 	a.cfg.Logger.Info("admitted", "tool", g.Tool, "digest", g.Digest, "capabilities", g.Capabilities.String())
 	return &Admission{Declaration: s.decl, Files: s.files, Grant: g, Manifest: manifest, artifact: s.artifact}, nil

@@ -40,6 +40,7 @@ type Declaration struct {
 	Kind         string          `json:"kind"`              // "native" or "wasm"
 	Command      []string        `json:"command,omitempty"` // native: the program and its arguments
 	Module       string          `json:"module,omitempty"`  // wasm: the module, relative to the declaration
+	Args         []string        `json:"args,omitempty"`    // wasm: fixed arguments after the tool's name in the module's argv
 	Files        []string        `json:"files,omitempty"`   // native: files the tool brings, relative to the declaration
 	Capabilities []string        `json:"capabilities"`      // required; [] asks for nothing
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
@@ -53,13 +54,14 @@ var fields = map[string]string{
 	"kind":         "a string",
 	"command":      "an array of strings",
 	"module":       "a string",
+	"args":         "an array of strings",
 	"files":        "an array of strings",
 	"capabilities": "an array of strings",
 	"input_schema": "an object",
 }
 
 func fieldList() string {
-	return "name, description, kind, command, module, files, capabilities, input_schema"
+	return "name, description, kind, command, module, args, files, capabilities, input_schema"
 }
 
 // String summarises the declaration for messages and logs.
@@ -104,6 +106,9 @@ func (d *Declaration) Validate() []Reason {
 		if d.Module != "" {
 			bad("module", "command", "module belongs to wasm tools; a native tool names its program in command")
 		}
+		if len(d.Args) > 0 {
+			bad("args", "command", "args belong to wasm tools; a native tool gives its arguments in command")
+		}
 	case KindWasm:
 		if d.Module == "" {
 			bad("module", "\"module\": \"tool.wasm\"", "a wasm tool needs a module")
@@ -115,6 +120,14 @@ func (d *Declaration) Validate() []Reason {
 		}
 		if len(d.Files) > 0 {
 			bad("files", "module", "files belong to native tools; a wasm tool brings its module")
+		}
+		if len(d.Args) > MaxCommandArgs-1 {
+			bad("args", "", "args has more than %d elements", MaxCommandArgs-1)
+		}
+		for i, a := range d.Args {
+			if len(a) > MaxArgLen || strings.ContainsRune(a, 0) || !utf8.ValidString(a) {
+				bad("args", "", "args[%d] must be UTF-8 text without NUL, at most %d bytes", i, MaxArgLen)
+			}
 		}
 	case "":
 		bad("kind", "\"kind\": \"native\" or \"kind\": \"wasm\"", "kind is required")

@@ -40,8 +40,10 @@ type Grant struct {
 	// read-only folder in the registry.
 	Command  []string `json:"command,omitempty"`
 	FileArgs []int    `json:"file_args,omitempty"`
-	// Module is the wasm module, relative to the tool's folder.
-	Module string `json:"module,omitempty"`
+	// Module is the wasm module, relative to the tool's folder; Args
+	// follow the tool's name in its argv.
+	Module string   `json:"module,omitempty"`
+	Args   []string `json:"args,omitempty"`
 	// Facts are the host's facts when the grant was made; FactsDigest is
 	// their digest, compared before every run.
 	Facts       substrate.Facts `json:"facts"`

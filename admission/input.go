@@ -28,8 +28,8 @@ func (e *InputError) Error() string {
 func (e *InputError) Unwrap() error { return ErrInputRefused }
 
 // CheckInput validates a run's input against the tool's input_schema and
-// returns it as the tool receives it on stdin: compact JSON and a newline.
-// Empty input means {}. Input must be one JSON value of at most
+// returns it as the tool receives it on stdin: exactly the JSON given,
+// nothing added. Empty input means {}. Input must be one JSON value of at most
 // [MaxInputSize] bytes, without duplicate keys or trailing data.
 func (t *Tool) CheckInput(input []byte) ([]byte, error) {
 	name := t.Declaration.Name
@@ -60,12 +60,7 @@ func (t *Tool) CheckInput(input []byte) ([]byte, error) {
 	if err := validate(rs, v); err != nil {
 		return nil, &InputError{Tool: name, Problems: []string{inputProblem(err)}}
 	}
-	var out bytes.Buffer
-	if err := compactJSON(&out, input); err != nil {
-		return nil, bad("%v", err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), nil
+	return input, nil
 }
 
 // validate validates v against rs; a panic in the validator is an error.

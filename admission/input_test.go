@@ -23,8 +23,8 @@ func TestCheckInput(t *testing.T) {
 		want  string // the stdin the tool gets, or "" when refused
 		says  string // what the refusal says
 	}{
-		{withSchema, `{"glob": "*.go"}`, "{\"glob\":\"*.go\"}\n", ""},
-		{withSchema, ` { "glob" : "*.go", "n": 3 } `, "{\"glob\":\"*.go\",\"n\":3}\n", ""},
+		{withSchema, `{"glob": "*.go"}`, `{"glob": "*.go"}`, ""},
+		{withSchema, ` { "glob" : "*.go", "n": 3 } `, ` { "glob" : "*.go", "n": 3 } `, ""}, // exactly as given
 		{withSchema, `{"glob": 5}`, "", `input_schema#/properties/glob: type: 5 has type "integer", want "string"`},
 		{withSchema, `{}`, "", `required: missing properties: ["glob"]`},
 		{withSchema, ``, "", `required: missing properties: ["glob"]`},
@@ -34,10 +34,11 @@ func TestCheckInput(t *testing.T) {
 		{withSchema, `{"glob": "a"} {}`, "", "data after the first JSON value"},
 		{withSchema, `{"glob": "a"`, "", "not strict JSON"},
 		{withSchema, `{"glob": "` + strings.Repeat("a", MaxInputSize) + `"}`, "", "larger than"},
-		{tool(""), ``, "{}\n", ""},
-		{tool(""), `{}`, "{}\n", ""},
+		{tool(""), ``, "{}", ""},
+		{tool(""), `{}`, "{}", ""},
+		{tool(""), "{}\n", "{}\n", ""},
 		{tool(""), `{"a": 1}`, "", `unexpected additional properties ["a"]`},
-		{tool(`{"type": "array"}`), `[1, 2]`, "[1,2]\n", ""},
+		{tool(`{"type": "array"}`), `[1, 2]`, "[1, 2]", ""},
 	} {
 		got, err := tc.tool.CheckInput([]byte(tc.input))
 		if tc.says == "" {

@@ -139,7 +139,7 @@ func grantDiff(stored, fresh *Grant) string {
 	if stored.Capabilities.String() != fresh.Capabilities.String() || stored.Defaults.String() != fresh.Defaults.String() {
 		diff = append(diff, "capabilities")
 	}
-	if !slices.Equal(stored.Command, fresh.Command) || !slices.Equal(stored.FileArgs, fresh.FileArgs) || stored.Module != fresh.Module {
+	if !slices.Equal(stored.Command, fresh.Command) || !slices.Equal(stored.FileArgs, fresh.FileArgs) || stored.Module != fresh.Module || !slices.Equal(stored.Args, fresh.Args) {
 		diff = append(diff, "command")
 	}
 	if !maps.EqualFunc(stored.Mechanisms, fresh.Mechanisms, slices.Equal) {

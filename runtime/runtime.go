@@ -229,7 +229,7 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 	if err != nil {
 		return err
 	}
-	call := wasm.Call{Module: mod, Policy: policy, Args: []string{g.Tool}, Stdin: p.Stdin, Getenv: r.getenv}
+	call := wasm.Call{Module: mod, Policy: policy, Args: append([]string{g.Tool}, g.Args...), Stdin: p.Stdin, Getenv: r.getenv}
 	if policy.Read || policy.Write {
 		ws, err := workspace.Open(p.Workspace, workspace.WithHarness(p.Harness))
 		if err != nil {

@@ -30,7 +30,7 @@ func toolWorkspace(t *testing.T) string {
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one\ntwo\nthree\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "tools", "count.sh"), []byte(`#!/bin/sh
 # count the lines of the file the input names, then try what the grant does not allow
-file=$(sed -n 's/.*"file":"\([^"]*\)".*/\1/p')
+file=$(sed -n 's/.*"file": *"\([^"]*\)".*/\1/p')
 wc -l < "$file"
 echo tampered > "$file" 2>/dev/null && echo WROTE
 exec 3<>/dev/tcp/127.0.0.1/9 2>/dev/null && echo NETWORK

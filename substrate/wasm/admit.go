@@ -30,7 +30,7 @@ func (e *ImportError) Unwrap() error { return ErrImport }
 // Served is how one import is served under a policy.
 type Served struct {
 	Import    Import
-	By        string // "wazero" (WASI, through the guard where it touches files), "stub" (ENOTCAPABLE), "cordon"
+	By        string // "wazero" (WASI, through the guard where it touches files), "stub" (ENOTCAPABLE: proc_raise), "cordon"
 	Mechanism string
 }
 
@@ -115,28 +115,21 @@ func cordonNames() string {
 }
 
 func stubReason(name string) string {
-	switch wasiRules[name] {
-	case needRead:
-		return "the grant holds no fs.read:workspace"
-	case needWrite:
-		return "the grant holds no fs.write:workspace"
-	}
-	switch {
-	case strings.HasPrefix(name, "sock_"):
-		return "a module has no network"
-	case strings.HasPrefix(name, "path_"):
-		return "a module cannot create links"
-	}
 	return "not offered to modules"
 }
 
 func wasiMechanism(name string, p Policy) string {
 	switch wasiRules[name] {
 	case needRead, needWrite:
-		if p.Write {
+		switch {
+		case p.Write:
 			return MechGuardWrite.String()
+		case p.Read:
+			return MechGuardRead.String()
 		}
-		return MechGuardRead.String()
+		return MechNoMount.String()
+	case noSocket:
+		return MechNoNet.String()
 	}
 	switch name {
 	case "poll_oneoff":
@@ -217,11 +210,11 @@ func mechanisms(c capabilities.Capability, set capabilities.Set) ([]substrate.Me
 	switch c.Kind() {
 	case capabilities.KindFSRead:
 		if write {
-			return []substrate.Mechanism{MechGuardWrite, MechHarnessAbsent, MechLinkStubs}, nil
+			return []substrate.Mechanism{MechGuardWrite, MechHarnessAbsent}, nil
 		}
-		return []substrate.Mechanism{MechGuardRead, MechHarnessAbsent, MechWriteStubs, MechLinkStubs}, nil
+		return []substrate.Mechanism{MechGuardRead, MechHarnessAbsent}, nil
 	case capabilities.KindFSWrite:
-		return []substrate.Mechanism{MechGuardWrite, MechHarnessAbsent, MechWriteLater, MechLinkStubs}, nil
+		return []substrate.Mechanism{MechGuardWrite, MechHarnessAbsent, MechWriteLater, MechLinksInside}, nil
 	case capabilities.KindTmp:
 		return nil, refuse("a module has no /tmp: its only file system is the workspace", "no tmp: capability for a wasm tool")
 	case capabilities.KindNet:

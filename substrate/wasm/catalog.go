@@ -19,21 +19,24 @@ const (
 	ModuleCordon = "cordon"
 )
 
-// rule says when a WASI function is served by wazero (through the guarded
-// file system) and when by a stub that answers ENOTCAPABLE.
+// rule says how a WASI function is served. Every function but proc_raise
+// is wazero's own, so that a module sees wazero's answers (EBADF for a bad
+// descriptor, ENOTDIR, EINVAL for bad flags) before any refusal; what a
+// path or socket function can reach is decided by what the call was given.
 type rule int
 
 const (
-	always    rule = iota // served under every grant: it touches only the call's own state
-	needRead              // served with fs.read:workspace (or fs.write)
-	needWrite             // served with fs.write:workspace
-	never                 // always a stub
+	always    rule = iota // touches only the call's own state
+	needRead              // reaches files: only through the guarded mount, absent without fs.read or fs.write
+	needWrite             // changes files: the guard answers EROFS without fs.write, no directory without a grant
+	noSocket              // sockets: wazero's, and a call is given no socket, so EBADF or ENOTSOCK
+	never                 // a stub answering ENOTCAPABLE
 )
 
 // wasiRules covers every function of wazero's WASI preview 1 host module.
-// The fd_* functions are always served: they act only on descriptors the
-// call already holds, and without a file-system grant it holds stdio only
-// (without fs.write, no descriptor is writable except stdout and stderr).
+// The fd_* functions act only on descriptors the call already holds, and
+// without a file-system grant it holds stdio only (without fs.write, no
+// descriptor is writable except stdout and stderr).
 var wasiRules = map[string]rule{
 	"args_get": always, "args_sizes_get": always,
 	"environ_get": always, "environ_sizes_get": always,
@@ -47,25 +50,16 @@ var wasiRules = map[string]rule{
 	"path_open": needRead, "path_filestat_get": needRead, "path_readlink": needRead,
 	"path_create_directory": needWrite, "path_remove_directory": needWrite,
 	"path_unlink_file": needWrite, "path_rename": needWrite, "path_filestat_set_times": needWrite,
-	"path_link": never, "path_symlink": never,
+	"path_link": needWrite, "path_symlink": needWrite,
 	"poll_oneoff": always, "proc_exit": always, "proc_raise": never,
 	"sched_yield": always, "random_get": always,
-	"sock_accept": never, "sock_recv": never, "sock_send": never, "sock_shutdown": never,
+	"sock_accept": noSocket, "sock_recv": noSocket, "sock_send": noSocket, "sock_shutdown": noSocket,
 }
 
-// served reports whether the WASI function name is served (not stubbed)
-// under p.
-func (p Policy) served(name string) bool {
-	switch wasiRules[name] {
-	case always:
-		return true
-	case needRead:
-		return p.Read || p.Write
-	case needWrite:
-		return p.Write
-	}
-	return false
-}
+// served reports whether the WASI function name is wazero's (not a stub).
+// Whether a grant covers what it reaches is the mount's business: absent
+// without fs.read, read-only (EROFS) without fs.write.
+func (p Policy) served(name string) bool { return wasiRules[name] != never }
 
 // errnoNotcapable is WASI's ENOTCAPABLE: "extension: capabilities
 // insufficient".
@@ -116,7 +110,7 @@ var wasiSignatures = sync.OnceValues(func() (map[string]signature, error) {
 })
 
 // exportWASI adds wazero's WASI functions to b and replaces each function
-// that p does not cover by a stub of the same signature answering
+// that is never served by a stub of the same signature answering
 // ENOTCAPABLE.
 func exportWASI(b wazero.HostModuleBuilder, p Policy) error {
 	sigs, err := wasiSignatures()
@@ -140,7 +134,7 @@ func exportWASI(b wazero.HostModuleBuilder, p Policy) error {
 	return nil
 }
 
-// notCapable is the stub of every WASI function a grant does not cover.
+// notCapable is the stub of every WASI function that is never served.
 func notCapable(ctx context.Context, mod api.Module, stack []uint64) {
 	stack[0] = errnoNotcapable
 }

@@ -4,6 +4,7 @@ package wasm
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -49,13 +51,13 @@ const writeFlags = experimentalsys.O_WRONLY | experimentalsys.O_RDWR | experimen
 func (g *guardFS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	write := flag&writeFlags != 0
 	if write && !g.write {
-		return nil, experimentalsys.EROFS
+		return nil, g.readOnly("open", path)
 	}
 	f, err := g.ws.OpenFile(rel(path), osFlags(flag), perm)
 	if err != nil {
 		return nil, g.errno("open", path, err, write)
 	}
-	return &guardFile{ws: g.ws, f: f, seeker: seeker[int64]{f}, append: flag&experimentalsys.O_APPEND != 0}, 0
+	return &guardFile{ws: g.ws, f: f, seeker: seeker[int64]{f}, append: flag&experimentalsys.O_APPEND != 0, writable: write}, 0
 }
 
 // osFlags translates wazero's open flags into os.O_* values.
@@ -117,7 +119,7 @@ func (g *guardFS) Readlink(path string) (string, experimentalsys.Errno) {
 // Mkdir implements experimentalsys.FS.
 func (g *guardFS) Mkdir(path string, perm fs.FileMode) experimentalsys.Errno {
 	if !g.write {
-		return experimentalsys.EROFS
+		return g.readOnly("mkdir", path)
 	}
 	return g.errno("mkdir", path, g.ws.Mkdir(rel(path), perm), true)
 }
@@ -125,7 +127,7 @@ func (g *guardFS) Mkdir(path string, perm fs.FileMode) experimentalsys.Errno {
 // Rename implements experimentalsys.FS.
 func (g *guardFS) Rename(from, to string) experimentalsys.Errno {
 	if !g.write {
-		return experimentalsys.EROFS
+		return g.readOnly("rename", from)
 	}
 	return g.errno("rename", from+" -> "+to, g.ws.Rename(rel(from), rel(to)), true)
 }
@@ -133,7 +135,7 @@ func (g *guardFS) Rename(from, to string) experimentalsys.Errno {
 // Rmdir implements experimentalsys.FS.
 func (g *guardFS) Rmdir(path string) experimentalsys.Errno {
 	if !g.write {
-		return experimentalsys.EROFS
+		return g.readOnly("remove", path)
 	}
 	return g.errno("remove", path, g.ws.RemoveDir(rel(path)), false)
 }
@@ -141,14 +143,53 @@ func (g *guardFS) Rmdir(path string) experimentalsys.Errno {
 // Unlink implements experimentalsys.FS.
 func (g *guardFS) Unlink(path string) experimentalsys.Errno {
 	if !g.write {
-		return experimentalsys.EROFS
+		return g.readOnly("remove", path)
 	}
 	return g.errno("remove", path, g.ws.Remove(rel(path)), false)
 }
 
-// Link, Symlink, Chmod and Utimens stay unimplemented (ENOSYS): a module
-// cannot create links (the WASI functions are stubs), and cordon does not
-// let a tool change modes or times.
+// Symlink implements experimentalsys.FS. The target is text and may name
+// anything; the guard never follows it out of the workspace.
+func (g *guardFS) Symlink(target, link string) experimentalsys.Errno {
+	if !g.write {
+		return g.readOnly("symlink", link)
+	}
+	return g.errno("symlink", link, g.ws.Symlink(target, rel(link)), true)
+}
+
+// Link implements experimentalsys.FS.
+func (g *guardFS) Link(from, to string) experimentalsys.Errno {
+	if !g.write {
+		return g.readOnly("link", to)
+	}
+	return g.errno("link", from+" -> "+to, g.ws.Link(rel(from), rel(to)), true)
+}
+
+// Utimens implements experimentalsys.FS: the times of path, following a
+// symlink inside the workspace.
+func (g *guardFS) Utimens(path string, atim, mtim int64) experimentalsys.Errno {
+	if !g.write {
+		return g.readOnly("chtimes", path)
+	}
+	return g.errno("chtimes", path, g.ws.Chtimes(rel(path), omit(atim), omit(mtim), true), false)
+}
+
+func omit(t int64) int64 {
+	if t == experimentalsys.UTIME_OMIT {
+		return workspace.UtimeOmit
+	}
+	return t
+}
+
+// readOnly answers a change without fs.write: EROFS, as a read-only mount
+// does, recorded as a refusal.
+func (g *guardFS) readOnly(op, path string) experimentalsys.Errno {
+	g.record(op, path, fmt.Errorf("%w: refusing to %s %q — the grant holds no fs.write:workspace, and the workspace is mounted read-only (EROFS)", refusal.CapabilityRefused, op, path))
+	return experimentalsys.EROFS
+}
+
+// Chmod stays unimplemented (ENOSYS): cordon does not let a tool change
+// modes.
 
 // errno maps a workspace error to the errno the guest sees, recording
 // policy refusals. Harness state is absent: ENOENT, or EACCES where the
@@ -200,9 +241,10 @@ func (g *guardFS) record(op, path string, err error) {
 // guardFile is an experimentalsys.File over a descriptor the guard opened.
 type guardFile struct {
 	seeker[int64]
-	ws     *workspace.Workspace
-	f      *os.File
-	append bool
+	ws       *workspace.Workspace
+	f        *os.File
+	append   bool
+	writable bool // opened for writing, so through every check a change passes
 
 	once sync.Once
 	st   sys.Stat_t
@@ -303,8 +345,16 @@ func (f *guardFile) Truncate(size int64) experimentalsys.Errno {
 func (f *guardFile) Sync() experimentalsys.Errno     { return ioErrno(f.f.Sync()) }
 func (f *guardFile) Datasync() experimentalsys.Errno { return ioErrno(f.f.Sync()) }
 
-// Utimens is not offered: a tool does not set file times.
-func (f *guardFile) Utimens(atim, mtim int64) experimentalsys.Errno { return experimentalsys.ENOSYS }
+// Utimens sets the file's times through its descriptor when it was opened
+// for writing (and so passed the guard's checks for a change). Otherwise it
+// answers EPERM, and wazero falls back to [guardFS.Utimens] by path, which
+// the guard checks.
+func (f *guardFile) Utimens(atim, mtim int64) experimentalsys.Errno {
+	if !f.writable {
+		return experimentalsys.EPERM
+	}
+	return experimentalsys.UnwrapOSError(futimens(f.f, omit(atim), omit(mtim)))
+}
 
 func (f *guardFile) Close() experimentalsys.Errno { return ioErrno(f.f.Close()) }
 

@@ -114,21 +114,19 @@ func (p Policy) String() string {
 // The mechanisms the wasm substrate names in grants.
 var (
 	MechGuardRead = substrate.Mechanism{Substrate: Name, Name: "wasi-guard-ro",
-		Detail: "WASI file system at / is the workspace through the workspace guard (openat2 RESOLVE_BENEATH), read-only: writable opens answered EROFS"}
+		Detail: "WASI file system at / is the workspace through the workspace guard (openat2 RESOLVE_BENEATH), read-only: writable opens, path_create_directory, path_unlink_file, path_remove_directory, path_rename, path_symlink, path_link and time changes answered EROFS"}
 	MechGuardWrite = substrate.Mechanism{Substrate: Name, Name: "wasi-guard-rw",
 		Detail: "WASI file system at / is the workspace through the workspace guard (openat2 RESOLVE_BENEATH), read-write; no write through a hard link"}
 	MechHarnessAbsent = substrate.Mechanism{Substrate: Name, Name: "harness-absent",
 		Detail: "harness state absent from the guest file system (not listed, ENOENT to open, EACCES to create)"}
 	MechWriteLater = substrate.Mechanism{Substrate: Name, Name: "write-later-refused",
 		Detail: "write-later paths (git's configuration, hooks and HEAD, editor and agent settings, ...) refused by the workspace guard, present or absent: EACCES"}
-	MechWriteStubs = substrate.Mechanism{Substrate: Name, Name: "wasi-write-stubs",
-		Detail: "path_create_directory, path_unlink_file, path_remove_directory, path_rename, path_filestat_set_times answered ENOTCAPABLE"}
-	MechPathStubs = substrate.Mechanism{Substrate: Name, Name: "wasi-path-stubs",
-		Detail: "every WASI path_* function answered ENOTCAPABLE; no directory is preopened"}
-	MechNoNet = substrate.Mechanism{Substrate: Name, Name: "wasi-sock-stubs",
-		Detail: "sock_accept, sock_recv, sock_send, sock_shutdown answered ENOTCAPABLE; no socket is preopened"}
-	MechLinkStubs = substrate.Mechanism{Substrate: Name, Name: "wasi-link-stubs",
-		Detail: "path_link, path_symlink answered ENOTCAPABLE"}
+	MechLinksInside = substrate.Mechanism{Substrate: Name, Name: "links-not-followed-out",
+		Detail: "path_symlink may write any target, as a native tool may; the guard never follows a link out of the workspace; path_link refuses protected files and directories"}
+	MechNoMount = substrate.Mechanism{Substrate: Name, Name: "wasi-no-mount",
+		Detail: "no directory is preopened: every WASI path_* function answers EBADF (or ENOTDIR for stdio)"}
+	MechNoNet = substrate.Mechanism{Substrate: Name, Name: "wasi-no-socket",
+		Detail: "no socket is preopened and none can be opened: sock_accept, sock_recv, sock_send, sock_shutdown answer EBADF or ENOTSOCK"}
 	MechDeadline = substrate.Mechanism{Substrate: Name, Name: "close-on-deadline",
 		Detail: "module closed when the call's deadline passes (wazero WithCloseOnContextDone); poll_oneoff sleeps end at the deadline"}
 	MechOutput = substrate.Mechanism{Substrate: Name, Name: "bounded-stdio",

@@ -179,27 +179,35 @@ func TestGoToolReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
-	stubbed := map[string]bool{}
 	for _, s := range plan {
 		if s.By == "stub" {
-			stubbed[s.Import.Name] = true
+			t.Errorf("%s is a stub; with fs.read only, every WASI function the module imports is wazero's, and the read-only guard answers changes", s.Import.Name)
 		}
-	}
-	if !stubbed["path_unlink_file"] || stubbed["path_open"] {
-		t.Errorf("with fs.read only, path_unlink_file must be a stub and path_open served: %v", stubbed)
+		if s.Import.Name == "path_unlink_file" && s.Mechanism != MechGuardRead.String() {
+			t.Errorf("path_unlink_file is served by %q, want the read-only guard", s.Mechanism)
+		}
 	}
 	ws, root, outside := layout(t)
 	res := run(t, Call{Module: m, Workspace: ws, Policy: p, Args: []string{"guest", "read-then-write"}})
 	got := lines(res)
-	const eROFS, eNOTCAPABLE = "errno 69", "errno 76"
+	const eROFS = "errno 69"
 	want := map[string]string{
 		"read in.txt":   "ok",
 		"content":       `"inside\n"`,
-		"write out.txt": eROFS,       // path_open with O_CREAT: the read-only mount
-		"append in.txt": eROFS,       // path_open for writing: the read-only mount
-		"remove in.txt": eNOTCAPABLE, // path_unlink_file: a stub
-		"mkdir d":       eNOTCAPABLE, // path_create_directory: a stub
-		"rename in.txt": eNOTCAPABLE, // path_rename: a stub
+		"write out.txt": eROFS, // path_open with O_CREAT: the read-only mount
+		"append in.txt": eROFS, // path_open for writing: the read-only mount
+		"remove in.txt": eROFS, // path_unlink_file: the read-only mount
+		"mkdir d":       eROFS, // path_create_directory: the read-only mount
+		"rename in.txt": eROFS, // path_rename: the read-only mount
+	}
+	refused := 0
+	for _, r := range res.Refusals {
+		if r.Error == "CapabilityRefused" && strings.Contains(r.Message, "fs.write:workspace") {
+			refused++
+		}
+	}
+	if refused != 5 {
+		t.Errorf("%d of the 5 changes were recorded as refusals: %+v", refused, res.Refusals)
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -623,9 +631,10 @@ func TestMechanisms(t *testing.T) {
 	}
 }
 
-// A stub replaces wazero's function: a real call of path_unlink_file
-// under fs.read answers ENOTCAPABLE and removes nothing.
-func TestStubReplacesWASIFunction(t *testing.T) {
+// Without fs.write a change reaches wazero's own function and then the
+// read-only guard: a real path_unlink_file answers EROFS and removes
+// nothing; under fs.write it removes the file.
+func TestChangeUnderReadOnlyIsEROFS(t *testing.T) {
 	ws, root, _ := layout(t)
 	var m wasmtest.Module
 	i32 := wasmtest.I32
@@ -636,8 +645,17 @@ func TestStubReplacesWASIFunction(t *testing.T) {
 	m.ExportFunc("_start", m.Func(nil, nil, nil, wasmtest.U32(3), wasmtest.U32(0), wasmtest.U32(6), wasmtest.Call(unlink), wasmtest.Call(exit)))
 	mod := load(t, m.Bytes())
 	res := run(t, Call{Module: mod, Workspace: ws, Policy: policy(t, "fs.read:workspace")})
-	if res.ExitCode != errnoNotcapable {
-		t.Fatalf("path_unlink_file under fs.read: errno %d, want 76", res.ExitCode)
+	if res.ExitCode != 69 {
+		t.Fatalf("path_unlink_file under fs.read: errno %d, want 69 (EROFS)", res.ExitCode)
+	}
+	if _, err := os.Stat(filepath.Join(root, "in.txt")); err != nil {
+		t.Fatalf("in.txt: %v", err)
+	}
+	// Without any file-system grant nothing is preopened: descriptor 3
+	// is no directory, and wazero's answer is EBADF.
+	res = run(t, Call{Module: mod, Policy: policy(t)})
+	if res.ExitCode != 8 {
+		t.Fatalf("path_unlink_file without a grant: errno %d, want 8 (EBADF)", res.ExitCode)
 	}
 	if _, err := os.Stat(filepath.Join(root, "in.txt")); err != nil {
 		t.Fatalf("in.txt: %v", err)
@@ -649,6 +667,36 @@ func TestStubReplacesWASIFunction(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "in.txt")); err == nil {
 		t.Fatal("in.txt was not removed under fs.write")
+	}
+}
+
+// Errno parity with wazero's own WASI: a bad descriptor is EBADF for the
+// socket functions (no socket is ever given), and proc_raise, the one stub,
+// answers ENOTCAPABLE.
+func TestErrnoParity(t *testing.T) {
+	for _, c := range []struct {
+		fn     string
+		params []byte
+		args   [][]byte
+		want   int
+	}{
+		{"sock_shutdown", []byte{wasmtest.I32, wasmtest.I32}, [][]byte{wasmtest.U32(99), wasmtest.U32(2)}, 8},
+		// stdout is no socket: wazero answers EBADF too (not ENOTSOCK).
+		{"sock_shutdown", []byte{wasmtest.I32, wasmtest.I32}, [][]byte{wasmtest.U32(1), wasmtest.U32(2)}, 8},
+		{"proc_raise", []byte{wasmtest.I32}, [][]byte{wasmtest.U32(9)}, errnoNotcapable},
+	} {
+		var m wasmtest.Module
+		fn := m.Import(ModuleWASI, c.fn, c.params, []byte{wasmtest.I32})
+		exit := m.Import(ModuleWASI, "proc_exit", []byte{wasmtest.I32}, nil)
+		m.Memory(1, 0)
+		var body [][]byte
+		body = append(body, c.args...)
+		body = append(body, wasmtest.Call(fn), wasmtest.Call(exit))
+		m.ExportFunc("_start", m.Func(nil, nil, nil, body...))
+		res := run(t, Call{Module: load(t, m.Bytes()), Policy: policy(t)})
+		if res.ExitCode != c.want {
+			t.Errorf("%s%v: errno %d, want %d", c.fn, c.args, res.ExitCode, c.want)
+		}
 	}
 }
 
@@ -800,4 +848,47 @@ func TestCacheDirIsTrusted(t *testing.T) {
 	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
 		t.Fatalf("the cache directory is %v, %v; want mode 0700", st, err)
 	}
+}
+
+// TestGoToolPOSIX: under fs.write a module built by Go's toolchain makes
+// symlinks (followed only inside), hard links (never into harness state),
+// sets times, and gets the kernel's answer for a trailing slash after a
+// file; fixed arguments reach its argv.
+func TestGoToolPOSIX(t *testing.T) {
+	m := load(t, wasmtest.Go(t, "substrate/wasm/testdata/guest"))
+	ws, root, outside := layout(t)
+	res := run(t, Call{Module: m, Workspace: ws, Policy: policy(t, "fs.write:workspace"), Args: []string{"guest", "posix", "--flag", "x"}})
+	got := lines(res)
+	const ePERM, eNOENT, eNOTDIR, eACCES = "errno 63", "errno 44", "errno 54", "errno 2"
+	want := map[string]string{
+		"args":              "--flag x",
+		"symlink ln-in":     "ok",
+		"read ln-in":        "ok",
+		"through ln-in":     `"inside\n"`,
+		"symlink ln-out":    "ok",
+		"read ln-out":       ePERM,
+		"write ln-out":      ePERM,
+		"link in-hard":      "ok",
+		"link .efferent/k2": eACCES,
+		"chtimes in.txt":    "ok",
+		"mtime":             "2001-02-03T04:05:06Z",
+		"remove in.txt/":    eNOTDIR,
+		"open in.txt/":      eNOTDIR,
+		"open .":            "ok",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q (stdout %q, stderr %q)", k, got[k], v, res.Stdout.Head(), res.Stderr.Head())
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(root, "ln-out")); err != nil || target != "../outside/secret" {
+		t.Errorf("ln-out: %q, %v", target, err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "in.txt")); string(data) != "inside\n" {
+		t.Errorf("in.txt changed: %q", data)
+	}
+	if _, err := os.Lstat(filepath.Join(root, ".efferent", "k2")); err == nil {
+		t.Error("a hard link was made in harness state")
+	}
+	assertUntouched(t, root, outside)
 }

@@ -4,6 +4,7 @@ package workspace
 
 import (
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"strconv"
@@ -394,4 +395,78 @@ func (fi *fileInfo) Mode() fs.FileMode {
 		m |= fs.ModeDevice
 	}
 	return m
+}
+
+// Symlink creates the symlink name with the text target. The target may
+// name anything, as a native tool's symlink may: it is text, and no
+// operation of the workspace ever follows it out (or into harness state).
+// name itself is refused where a change is refused.
+func (w *Workspace) Symlink(target, name string) error {
+	const op = "symlink"
+	if target == "" || len(target) >= maxPathLen || strings.IndexByte(target, 0) >= 0 {
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid, detail: "a link's target must be 1 to 4095 bytes without NUL"}
+	}
+	return w.change(op, name, false, func(dirfd int, base string) error {
+		if base == "" {
+			return unix.EEXIST
+		}
+		return unix.Symlinkat(target, dirfd, base)
+	})
+}
+
+// Link creates the hard link name for the file old (a symlink in old's
+// last component is linked, not followed). A write-later path is never
+// linked: its other name would be writable where the path itself is not.
+func (w *Workspace) Link(old, name string) error {
+	const op = "link"
+	return w.change(op, old, false, func(olddirfd int, oldBase string) error {
+		if oldBase == "" || strings.HasSuffix(oldBase, "/") {
+			return unix.EPERM // a directory: link(2) refuses it too
+		}
+		return w.change(op, name, false, func(dirfd int, base string) error {
+			if base == "" {
+				return unix.EEXIST
+			}
+			return unix.Linkat(olddirfd, oldBase, dirfd, base, 0)
+		})
+	})
+}
+
+// Chtimes sets the access and modification times of name, in nanoseconds
+// since the epoch ([UtimeOmit] keeps one as it is). With follow, a symlink
+// in the last component is followed (inside the workspace only); without,
+// the link's own times are set.
+func (w *Workspace) Chtimes(name string, atime, mtime int64, follow bool) error {
+	const op = "chtimes"
+	if follow {
+		rel, err := w.check(op, name)
+		if err != nil {
+			return err
+		}
+		canon, err := w.resolve(op, name, rel)
+		if err != nil {
+			return err
+		}
+		name, follow = canon, false
+		if name == "" {
+			name = "."
+		}
+	}
+	ts := []unix.Timespec{timespec(atime), timespec(mtime)}
+	return w.change(op, name, false, func(dirfd int, base string) error {
+		if base == "" {
+			return unix.UtimesNanoAt(dirfd, ".", ts, 0)
+		}
+		return unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// UtimeOmit given as a time to [Workspace.Chtimes] leaves it unchanged.
+const UtimeOmit = math.MinInt64
+
+func timespec(ns int64) unix.Timespec {
+	if ns == UtimeOmit {
+		return unix.Timespec{Nsec: utimeOmit}
+	}
+	return unix.NsecToTimespec(ns)
 }

@@ -9,6 +9,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -71,6 +72,33 @@ func main() {
 		report("mkdir", "sub/d", os.Mkdir("sub/d", 0o755))
 		report("rename", "sub/new.txt", os.Rename("sub/new.txt", "sub/d/new.txt"))
 		report("remove", "in.txt", os.Remove("in.txt"))
+	case "posix":
+		// What standard toolchains expect of a file system, under
+		// fs.write: links, times, a trailing slash, the root itself.
+		fmt.Printf("args: %s\n", strings.Join(os.Args[2:], " "))
+		report("symlink", "ln-in", os.Symlink("in.txt", "ln-in"))
+		data, err := os.ReadFile("ln-in")
+		report("read", "ln-in", err)
+		fmt.Printf("through ln-in: %q\n", data)
+		report("symlink", "ln-out", os.Symlink("../outside/secret", "ln-out"))
+		_, err = os.ReadFile("ln-out")
+		report("read", "ln-out", err)
+		report("write", "ln-out", os.WriteFile("ln-out", []byte("pwned"), 0o644))
+		report("link", "in-hard", os.Link("in.txt", "in-hard"))
+		report("link", ".efferent/k2", os.Link("in.txt", ".efferent/k2"))
+		when := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+		report("chtimes", "in.txt", os.Chtimes("in.txt", when, when))
+		if fi, err := os.Stat("in.txt"); err == nil {
+			fmt.Printf("mtime: %s\n", fi.ModTime().UTC().Format(time.RFC3339))
+		}
+		report("remove", "in.txt/", syscall.Unlink("in.txt/"))
+		report("open", "in.txt/", openClose("in.txt/"))
+		report("open", ".", openClose("."))
+	case "echo":
+		// Its argv and stdin, verbatim: what a declaration's args and a
+		// run's input make of them.
+		in, _ := io.ReadAll(os.Stdin)
+		fmt.Printf("argv: %q\nstdin: %q\n", os.Args, in)
 	case "hugeread":
 		data, err := os.ReadFile("huge")
 		report("read", "huge", err)
@@ -103,6 +131,14 @@ func main() {
 
 func appendTo(p string) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func openClose(p string) error {
+	f, err := os.Open(p)
 	if err != nil {
 		return err
 	}
