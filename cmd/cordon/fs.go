@@ -122,10 +122,11 @@ func runFS(e *env, args []string) int {
 			return e.fail(err)
 		}
 		if e.json {
-			if entries == nil {
-				entries = []workspace.Entry{}
+			out := make([]entryJSON, 0, len(entries))
+			for _, en := range entries {
+				out = append(out, entryOf(en))
 			}
-			e.printJSON(map[string]any{"path": name, "entries": entries, "truncated": truncated})
+			e.printJSON(withBytes(map[string]any{"path": name, "entries": out, "truncated": truncated}, "path", name))
 			return exitOK
 		}
 		for _, en := range entries {
@@ -144,11 +145,40 @@ func runFS(e *env, args []string) int {
 			return e.fail(err)
 		}
 		if e.json {
-			e.printJSON(map[string]any{"path": name, "name": en.Name, "type": en.Type, "size": en.Size,
-				"mode": fmt.Sprintf("%#o", uint32(en.Mode.Perm())), "mtime": en.ModTime.Format(time.RFC3339Nano)})
+			e.printJSON(withBytes(withBytes(map[string]any{"path": name, "name": en.Name, "type": en.Type, "size": en.Size,
+				"mode": fmt.Sprintf("%#o", uint32(en.Mode.Perm())), "mtime": en.ModTime.Format(time.RFC3339Nano)}, "path", name), "name", en.Name))
 			return exitOK
 		}
 		fmt.Fprintf(e.stdout, "%s\t%d\t%v\t%s\t%s\n", en.Type, en.Size, en.Mode.Perm(), en.ModTime.Format(time.RFC3339), name)
 	}
 	return exitOK
+}
+
+// entryJSON is a listed entry in --json output. A name that is not UTF-8
+// cannot be a JSON string: "name" then shows it with U+FFFD for each bad
+// byte, and "name_bytes" holds its bytes (base64), which name the entry
+// when given back as a path argument.
+type entryJSON struct {
+	Name      string `json:"name"`
+	NameBytes []byte `json:"name_bytes,omitempty"`
+	Type      string `json:"type"`
+	Size      int64  `json:"size"`
+	ModTime   string `json:"mtime"`
+}
+
+func entryOf(en workspace.Entry) entryJSON {
+	j := entryJSON{Name: en.Name, Type: en.Type, Size: en.Size, ModTime: en.ModTime.Format(time.RFC3339Nano)}
+	if !utf8.ValidString(en.Name) {
+		j.NameBytes = []byte(en.Name)
+	}
+	return j
+}
+
+// withBytes adds key+"_bytes" (base64 of value's bytes) to m when value is
+// not UTF-8, as entryJSON does for names.
+func withBytes(m map[string]any, key, value string) map[string]any {
+	if !utf8.ValidString(value) {
+		m[key+"_bytes"] = []byte(value)
+	}
+	return m
 }

@@ -143,3 +143,44 @@ func TestFSUsage(t *testing.T) {
 		t.Errorf("--help: %+v", r)
 	}
 }
+
+// TestFSNonUTF8Names: a name that is not UTF-8 comes with its bytes in
+// --json output, and those bytes, given back as a path, name the file.
+func TestFSNonUTF8Names(t *testing.T) {
+	_, ws := fsWorkspace(t)
+	name := "caf\xe9.txt" // Latin-1, not UTF-8
+	os.WriteFile(filepath.Join(ws, "dir", name), []byte("latin\n"), 0o644)
+	os.Symlink("../a.txt", filepath.Join(ws, "dir", "alias"))
+	r := cordon(t, "", "fs", "list", "--json", "-w", ws, "dir")
+	var out struct {
+		Entries []struct {
+			Name      string `json:"name"`
+			NameBytes []byte `json:"name_bytes"`
+		} `json:"entries"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		t.Fatalf("fs list --json: %+v", r)
+	}
+	var found []byte
+	for _, e := range out.Entries {
+		if e.NameBytes != nil {
+			found = e.NameBytes
+		}
+	}
+	if string(found) != name {
+		t.Fatalf("no entry holds the name's bytes: %s", r.stdout)
+	}
+	if r := cordon(t, "", "fs", "read", "-w", ws, "dir/"+string(found)); r.code != 0 || r.stdout != "latin\n" {
+		t.Fatalf("fs read of the listed bytes: %+v", r)
+	}
+	r = cordon(t, "", "fs", "stat", "--json", "-w", ws, "dir/"+name)
+	var st map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st["name_bytes"] == nil || st["path_bytes"] == nil {
+		t.Fatalf("fs stat --json of a non-UTF-8 name: %+v", r)
+	}
+	// stat names the path it was asked about, not the link's target.
+	r = cordon(t, "", "fs", "stat", "--json", "-w", ws, "dir/alias")
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st["name"] != "alias" {
+		t.Fatalf("fs stat --json of a symlink: %+v", r)
+	}
+}
