@@ -14,12 +14,13 @@
 //     absent). wazero's own directory mount follows symlinks out of the
 //     mount (wazero #2321) and is never used. The mount is read-only unless
 //     fs.write:workspace is granted (writable opens answer EROFS), and
-//     absent without a file-system grant. Every WASI function the grant
-//     does not cover — path_unlink_file without fs.write, every path_*
-//     function without fs.read, sockets always — is replaced by a stub of
-//     the same type that answers ENOTCAPABLE (errno 76), so a module built
-//     by a standard toolchain, which imports the whole WASI set, can be
-//     admitted with the capabilities it actually uses.
+//     absent without a file-system grant. Every WASI function is wazero's
+//     own but proc_raise (a stub answering ENOTCAPABLE, errno 76), so a
+//     module built by a standard toolchain, which imports the whole WASI
+//     set, is admitted with the capabilities it actually uses and sees
+//     wazero's errnos (EBADF before anything cordon decides): without a
+//     grant nothing is preopened, without fs.write every change answers
+//     EROFS, and no socket is ever given.
 //   - cordon: read, write, list, stat a workspace file, log, and the last
 //     refusal (docs/wasm-abi.md). Each pointer and length is bounds-checked
 //     against guest memory and copied out before it is validated.
@@ -57,12 +58,12 @@
 //   - The deadline is checked at function entries and loop back-edges; on
 //     tight loops it costs several times the loop's speed (see the README
 //     for the measured figure). It is never switched off.
-//   - Writable opens without fs.write answer EROFS rather than ENOTCAPABLE:
-//     path_open serves reads too, and wazero's file-system interface has no
-//     ENOTCAPABLE to return.
+//   - Changes without fs.write answer EROFS, as on a read-only mount;
+//     wazero's file-system interface has no ENOTCAPABLE to return.
 //   - The guest sees the workspace as "/"; absolute host paths of the
-//     workspace do not resolve inside the guest. Times and modes of files
-//     cannot be changed (ENOSYS), links cannot be created (ENOTCAPABLE).
+//     workspace do not resolve inside the guest. Modes cannot be changed
+//     (ENOSYS). wazero cleans a path lexically before the guard sees it:
+//     "a/../b" after a symlink a names "./b", not the kernel's file.
 //   - No network: modules get no socket functions, and net:host is refused.
 //   - A module that declares a memory maximum above its cap does not run
 //     (wazero refuses it when compiling): grant a cap at least its maximum,

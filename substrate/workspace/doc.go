@@ -6,10 +6,18 @@
 //
 // A [Workspace] is one directory, resolved to its canonical path once by
 // [Open]. Every path a caller passes (relative to the workspace, or
-// absolute and spelled beneath it) is cleaned lexically, then resolved
-// beneath the workspace one component at a time: symlinks inside the
-// workspace are followed by this package, never by the kernel, and a symlink
-// whose target leaves the workspace is refused with [ErrOutsideWorkspace].
+// absolute and spelled beneath it) names the file the kernel would name:
+// it is resolved beneath the workspace one component at a time, ".." from
+// the directory reached so far (after a symlink, the parent of the link's
+// target), and a trailing "/" requires a directory. Symlinks inside the
+// workspace are followed by this package, never by the kernel, and a
+// symlink whose target leaves the workspace, or a ".." above it, is refused
+// with [ErrOutsideWorkspace].
+//
+// One deliberate difference from [os.Root], whose semantics the guard
+// otherwise shares (a test replays it side by side): os.Root refuses every
+// absolute symlink; the guard follows one whose target is inside the
+// workspace, as if relative to the workspace root.
 // The file is then opened with openat2(2) and RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS relative to a directory descriptor held on the
 // workspace, so the check and the open are one kernel operation: a symlink
