@@ -44,7 +44,7 @@ func (w *Workspace) OpenFile(name string, flag int, perm fs.FileMode) (*os.File,
 	var canon string
 	// A trailing slash makes the kernel follow a symlink in the last
 	// component whatever the flags say (and refuse O_CREAT with EISDIR).
-	if flag&(unix.O_NOFOLLOW|unix.O_EXCL) != 0 && !strings.HasSuffix(rel, "/") {
+	if flag&(unix.O_NOFOLLOW|unix.O_EXCL) != 0 && !dirOnly(rel) {
 		dir, base, err := w.parent(op, name, rel)
 		if err != nil {
 			return nil, err
@@ -190,7 +190,7 @@ func (w *Workspace) Lstat(name string) (fs.FileInfo, error) {
 	const op = "lstat"
 	if rel, err := w.check(op, name); err != nil {
 		return nil, err
-	} else if strings.HasSuffix(rel, "/") {
+	} else if dirOnly(rel) {
 		return w.info(op, name) // the kernel follows a symlink before a trailing slash
 	}
 	var st unix.Stat_t
@@ -212,7 +212,7 @@ func (w *Workspace) Readlink(name string) (string, error) {
 	const op = "readlink"
 	if rel, err := w.check(op, name); err != nil {
 		return "", err
-	} else if strings.HasSuffix(rel, "/") {
+	} else if dirOnly(rel) {
 		// The kernel follows the link before a trailing slash and finds
 		// a directory, which is not a link.
 		if _, err := w.info(op, name); err != nil {
@@ -351,7 +351,7 @@ func (w *Workspace) atResolved(op, name, dir, base string, fn func(dirfd int, ba
 // component. The component itself is not resolved; it is refused when it
 // names harness state.
 func (w *Workspace) parent(op, name, rel string) (string, string, error) {
-	trimmed := strings.TrimSuffix(rel, "/")
+	trimmed := strings.TrimSuffix(rel, "/") // a last "." stays the last component
 	d, base := path.Split(trimmed)
 	dir, err := w.resolve(op, name, strings.TrimSuffix(d, "/"))
 	if err != nil {

@@ -233,3 +233,34 @@ func TestStatNamesWhatItWasAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestLastDotAndLinkSlash: a last component "." is one rename, rmdir and
+// mkdir refuse, as the kernel does; a link whose target ends in "/" names
+// a directory even when the target is missing, so a write through it
+// creates nothing.
+func TestLastDotAndLinkSlash(t *testing.T) {
+	top := makeTree(t, append(kernelTree, "ws/empty/", "ws/toslash => missing/"))
+	w := openWS(t, top)
+	if err := w.Rename("dir/.", "moved"); err == nil {
+		t.Error(`rename "dir/." succeeded; the kernel answers EBUSY`)
+	}
+	if err := w.RemoveDir("empty/."); err == nil {
+		t.Error(`rmdir "empty/." succeeded; the kernel answers EINVAL`)
+	}
+	if err := w.Mkdir("new/.", 0o755); err == nil {
+		t.Error(`mkdir "new/." succeeded; the kernel answers ENOENT`)
+	}
+	if err := w.WriteFile("toslash", []byte("x")); !errors.Is(err, ErrIsDir) {
+		t.Errorf("write through a link to missing/: %v, want is a directory", err)
+	}
+	if f, err := w.OpenFile("toslash", os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+		f.Close()
+		t.Error("open for creating through a link to missing/ succeeded")
+	}
+	for _, p := range []string{"dir", "empty", "moved", "new", "missing"} {
+		_, err := os.Lstat(filepath.Join(top, "ws", p))
+		if exists := err == nil; exists != (p == "dir" || p == "empty") {
+			t.Errorf("%s: exists %v", p, exists)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func (w *Workspace) write(op, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if rel == "" || strings.HasSuffix(rel, "/") {
+	if rel == "" || dirOnly(rel) {
 		// A name that ends in "/" names a directory (O_CREAT on it is
 		// EISDIR in the kernel too).
 		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrIsDir}
@@ -194,7 +194,8 @@ func (w *Workspace) write(op, name string, data []byte) error {
 		if err != nil {
 			return err
 		}
-		if canon == "" {
+		if canon == "" || dirOnly(canon) {
+			// The workspace, or a link whose target ends in "/".
 			return &PathError{Op: op, Path: name, Root: w.root, Err: ErrIsDir}
 		}
 		if err := w.mayChange(op, name, canon, false); err != nil {
@@ -436,7 +437,7 @@ func (w *Workspace) check(op, name string) (string, error) {
 // resolveDotDot resolves the components of rel up to its last one (all of
 // them when the last is ".."), and appends the last one to the result.
 func (w *Workspace) resolveDotDot(op, name, rel string) (string, error) {
-	trimmed := strings.TrimSuffix(rel, "/")
+	trimmed := strings.TrimSuffix(strings.TrimSuffix(rel, "/."), "/")
 	slash := rel[len(trimmed):]
 	dir, last := path.Split(trimmed)
 	if last == ".." {
@@ -485,11 +486,19 @@ func (w *Workspace) relative(name string) (string, bool) {
 		b.WriteString(c)
 	}
 	rel := b.String()
-	if rel != "" && (strings.HasSuffix(name, "/") || strings.HasSuffix(name, "/.")) && !strings.HasSuffix(rel, "..") {
+	switch {
+	case rel == "" || strings.HasSuffix(rel, ".."):
+	case strings.HasSuffix(name, "/."):
+		rel += "/." // a last component "." is one the kernel keeps: rename and rmdir refuse it
+	case strings.HasSuffix(name, "/"):
 		rel += "/"
 	}
 	return rel, true
 }
+
+// dirOnly reports whether the checked path rel names a directory whatever
+// its last component is: it ends in "/" or "/.".
+func dirOnly(rel string) bool { return strings.HasSuffix(rel, "/") || strings.HasSuffix(rel, "/.") }
 
 // cutPrefix reports whether the absolute path name begins with the
 // components of the clean absolute path dir, and returns the rest of name.
@@ -535,9 +544,13 @@ func (w *Workspace) resolve(op, name, rel string) (string, error) {
 		missing
 	)
 	last, why := isDir, error(nil)
+	// trailing: the path ends in "/" or "/." (its own, or a link target's
+	// as the last thing resolved), so it names a directory.
+	trailing := false
 	for len(todo) > 0 {
 		c := todo[0]
 		todo = todo[1:]
+		trailing = len(todo) == 0 && (c == "" || c == ".")
 		switch c {
 		case "", ".", "..":
 			switch {
@@ -602,7 +615,7 @@ func (w *Workspace) resolve(op, name, rel string) (string, error) {
 	if h, ok := w.isHarness(canon); ok {
 		return "", &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: h}
 	}
-	if canon != "" && strings.HasSuffix(rel, "/") {
+	if canon != "" && trailing {
 		canon += "/"
 	}
 	return canon, nil
