@@ -14,10 +14,13 @@
 // symlink whose target leaves the workspace, or a ".." above it, is refused
 // with [ErrOutsideWorkspace].
 //
-// One deliberate difference from [os.Root], whose semantics the guard
-// otherwise shares (a test replays it side by side): os.Root refuses every
-// absolute symlink; the guard follows one whose target is inside the
-// workspace, as if relative to the workspace root.
+// Deliberate differences from [os.Root], whose semantics the guard
+// otherwise shares (tests replay Go's own os.Root tables and compare the
+// two side by side): os.Root refuses every absolute symlink, the guard
+// follows one whose target is inside the workspace, as if relative to the
+// workspace root; os.Root refuses absolute names, the guard accepts one
+// spelled beneath the workspace; [Workspace.WriteFile] creates missing
+// parents and replaces the file (a new inode) where os.Root writes in place.
 // The file is then opened with openat2(2) and RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS relative to a directory descriptor held on the
 // workspace, so the check and the open are one kernel operation: a symlink
