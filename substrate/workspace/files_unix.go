@@ -406,7 +406,10 @@ func (w *Workspace) Symlink(target, name string) error {
 	if target == "" || len(target) >= maxPathLen || strings.IndexByte(target, 0) >= 0 {
 		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrInvalid, detail: "a link's target must be 1 to 4095 bytes without NUL"}
 	}
-	return w.change(op, name, false, func(dirfd int, base string) error {
+	// keep: a link is never made where a directory must stay in place (an
+	// absent one on the way to a write-later path would then resolve
+	// somewhere writable).
+	return w.change(op, name, true, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.EEXIST
 		}
@@ -423,7 +426,7 @@ func (w *Workspace) Link(old, name string) error {
 		if oldBase == "" || strings.HasSuffix(oldBase, "/") {
 			return unix.EPERM // a directory: link(2) refuses it too
 		}
-		return w.change(op, name, false, func(dirfd int, base string) error {
+		return w.change(op, name, true, func(dirfd int, base string) error {
 			if base == "" {
 				return unix.EEXIST
 			}
@@ -438,27 +441,43 @@ func (w *Workspace) Link(old, name string) error {
 // the link's own times are set.
 func (w *Workspace) Chtimes(name string, atime, mtime int64, follow bool) error {
 	const op = "chtimes"
-	if follow {
-		rel, err := w.check(op, name)
-		if err != nil {
-			return err
-		}
+	rel, err := w.check(op, name)
+	if err != nil {
+		return err
+	}
+	given := name
+	if follow || dirOnly(rel) {
+		// The kernel follows a link before a trailing slash whatever the
+		// flags say: follow it here, inside the workspace, and never hand
+		// the kernel a name with a slash after it.
 		canon, err := w.resolve(op, name, rel)
 		if err != nil {
 			return err
 		}
-		name, follow = canon, false
-		if name == "" {
+		if name = strings.TrimSuffix(canon, "/"); name == "" {
 			name = "."
 		}
 	}
 	ts := []unix.Timespec{timespec(atime), timespec(mtime)}
-	return w.change(op, name, false, func(dirfd int, base string) error {
+	err = w.change(op, name, false, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.UtimesNanoAt(dirfd, ".", ts, 0)
 		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if uint32(st.Mode)&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+			// Its other name may be outside, or a protected path.
+			return &PathError{Op: op, Path: given, Root: w.root, Err: ErrHardLink,
+				detail: strconv.FormatUint(uint64(st.Nlink), 10) + " links"}
+		}
 		return unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
 	})
+	if pe, ok := err.(*PathError); ok {
+		pe.Path = given
+	}
+	return err
 }
 
 // UtimeOmit given as a time to [Workspace.Chtimes] leaves it unchanged.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"os/exec"
 	"syscall"
 	"testing"
 
@@ -262,5 +263,65 @@ func TestLastDotAndLinkSlash(t *testing.T) {
 		if exists := err == nil; exists != (p == "dir" || p == "empty") {
 			t.Errorf("%s: exists %v", p, exists)
 		}
+	}
+}
+
+// TestLinksAndTimesStayInside: the attacks on Symlink, Link and Chtimes.
+// A trailing slash never makes Chtimes follow a link out or into harness
+// state; a time is never set through a second hard link; a link is never
+// made at an absent directory on the way to a write-later path.
+func TestLinksAndTimesStayInside(t *testing.T) {
+	top := makeTree(t, append(kernelTree, "outside/dir/", "ws/.efferent/key",
+		"ws/linkout => ../outside/dir", "ws/eff => .efferent", "ws/hk => .git/hooks", "outside/twin"))
+	for _, args := range [][]string{{"init", "-q"}, {"config", "core.hooksPath", "tools/hooks"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = filepath.Join(top, "ws")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := os.Link(filepath.Join(top, "outside/twin"), filepath.Join(top, "ws/twin")); err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, top)
+	mtime := func(p string) int64 {
+		fi, err := os.Stat(filepath.Join(top, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.ModTime().UnixNano()
+	}
+	guarded := []string{"outside/dir", "ws/.efferent", "ws/.git/hooks", "outside/twin"}
+	before := map[string]int64{}
+	for _, p := range guarded {
+		before[p] = mtime(p)
+	}
+	const when = int64(981173106) * 1e9
+	for _, name := range []string{"linkout/", "linkout/.", "eff/", "hk/", "twin"} {
+		for _, follow := range []bool{false, true} {
+			if err := w.Chtimes(name, when, when, follow); err == nil {
+				t.Errorf("chtimes %q (follow %v) succeeded", name, follow)
+			}
+		}
+	}
+	for _, p := range guarded {
+		if mtime(p) != before[p] {
+			t.Errorf("%s: its time was changed", p)
+		}
+	}
+	if err := w.Chtimes("file", when, when, true); err != nil || mtime("ws/file") != when {
+		t.Errorf("chtimes file: %v", err)
+	}
+	if err := w.Mkdir("evil", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Symlink("evil", "tools"); !errors.Is(err, ErrWriteLater) {
+		t.Errorf("symlink at the absent hooks path's directory: %v, want WriteLater", err)
+	}
+	if err := w.Link("file", "tools"); !errors.Is(err, ErrWriteLater) {
+		t.Errorf("hard link at the absent hooks path's directory: %v, want WriteLater", err)
+	}
+	if _, err := os.Lstat(filepath.Join(top, "ws/tools")); err == nil {
+		t.Error("something was made at tools")
 	}
 }
