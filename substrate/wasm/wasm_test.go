@@ -871,6 +871,7 @@ func TestGoToolPOSIX(t *testing.T) {
 		"link in-hard":      "ok",
 		"link .efferent/k2": eACCES,
 		"chtimes in.txt":    "ok",
+		"chtimes in-hard":   ePERM,
 		"mtime":             "2001-02-03T04:05:06Z",
 		"remove in.txt/":    eNOTDIR,
 		"open in.txt/":      eNOTDIR,
