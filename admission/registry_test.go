@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
 )
@@ -44,20 +45,7 @@ func (f *fixture) admit(t *testing.T, decl string, files map[string]string) *Adm
 	t.Helper()
 	dir := filepath.Join(f.ws, "src")
 	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		mode := os.FileMode(0o644)
-		if n, ok := strings.CutSuffix(name, "*"); ok {
-			name, mode = n, 0o755
-		}
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteFiles(t, dir, files)
 	if err := os.WriteFile(filepath.Join(dir, "tool.json"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
 	}

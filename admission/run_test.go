@@ -4,35 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
-func script(name, body string) map[string]string {
-	return map[string]string{name + "*": "#!/bin/sh\n" + body}
-}
-
-func decl(name, command string, files []string, caps ...string) string {
-	q := func(ss []string) string {
-		var out []string
-		for _, s := range ss {
-			out = append(out, fmt.Sprintf("%q", s))
-		}
-		return "[" + strings.Join(out, ", ") + "]"
-	}
-	d := fmt.Sprintf(`{"name": %q, "kind": "native", "command": %s, "capabilities": %s`, name, command, q(caps))
-	if files != nil {
-		d += `, "files": ` + q(files)
-	}
-	return d + `, "input_schema": {"type": "object"}}`
-}
+var (
+	decl   = testenv.Decl
+	script = testenv.Script
+)
 
 // TestRunRefusesBadInput: input that does not match input_schema never
 // reaches the tool.

@@ -47,18 +47,7 @@ func (f *toolFixture) admit(t *testing.T, decl string, files map[string]string) 
 	t.Helper()
 	dir := filepath.Join(f.ws, "src")
 	os.RemoveAll(dir)
-	for name, content := range files {
-		mode := os.FileMode(0o644)
-		if n, ok := strings.CutSuffix(name, "*"); ok {
-			name, mode = n, 0o755
-		}
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.MkdirAll(dir, 0o755)
+	testenv.WriteFiles(t, dir, files)
 	adm, err := f.a.Admit(context.Background(), admission.Source{Name: "tool.json", Data: []byte(decl), Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -100,24 +89,10 @@ func (f *toolFixture) runTool(t *testing.T, decl string, files map[string]string
 	return res, p
 }
 
-func script(name, body string) map[string]string {
-	return map[string]string{name + "*": "#!/bin/sh\n" + body}
-}
-
-func decl(name, command string, files []string, caps ...string) string {
-	q := func(ss []string) string {
-		var out []string
-		for _, s := range ss {
-			out = append(out, fmt.Sprintf("%q", s))
-		}
-		return "[" + strings.Join(out, ", ") + "]"
-	}
-	d := fmt.Sprintf(`{"name": %q, "kind": "native", "command": %s, "capabilities": %s`, name, command, q(caps))
-	if files != nil {
-		d += `, "files": ` + q(files)
-	}
-	return d + `, "input_schema": {"type": "object"}}`
-}
+var (
+	decl   = testenv.Decl
+	script = testenv.Script
+)
 
 // TestRunReadOnlyTool runs a tool granted fs.read:workspace only: it reads
 // the workspace, and its attempts to write the workspace, harness state,

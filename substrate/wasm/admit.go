@@ -53,7 +53,7 @@ func (p Policy) Plan(m *Module) ([]Served, error) {
 			if p.served(imp.Name) {
 				s.By, s.Mechanism = "wazero", wasiMechanism(imp.Name, p)
 			} else {
-				s.By, s.Mechanism = "stub", "answers ENOTCAPABLE (errno 76): "+stubReason(imp.Name)
+				s.By, s.Mechanism = "stub", "answers ENOTCAPABLE (errno 76): not offered to modules"
 			}
 		case ModuleCordon:
 			f, _ := findCordonFunc(imp.Name)
@@ -112,10 +112,6 @@ func cordonNames() string {
 		names = append(names, f.name)
 	}
 	return strings.Join(names, ", ")
-}
-
-func stubReason(name string) string {
-	return "not offered to modules"
 }
 
 func wasiMechanism(name string, p Policy) string {

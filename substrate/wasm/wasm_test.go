@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cordon-run/cordon/harness"
-	"github.com/cordon-run/cordon/refusal"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/wasmtest"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -892,4 +894,33 @@ func TestGoToolPOSIX(t *testing.T) {
 		t.Error("a hard link was made in harness state")
 	}
 	assertUntouched(t, root, outside)
+}
+
+// TestFileTimesByDescriptor: fd_filestat_set_times sets times through the
+// descriptor only on a file opened for writing (which passed the guard's
+// checks for a change); on one opened for reading it answers EPERM, and
+// wazero falls back to the path, which the guard checks.
+func TestFileTimesByDescriptor(t *testing.T) {
+	ws, root, _ := layout(t)
+	g := &guardFS{ws: ws, write: true}
+	const when = int64(981173106) * 1e9
+	ro, errno := g.OpenFile("in.txt", experimentalsys.O_RDONLY, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer ro.Close()
+	if errno := ro.Utimens(when, when); errno != experimentalsys.EPERM {
+		t.Errorf("times through a read-only descriptor: %v, want EPERM", errno)
+	}
+	rw, errno := g.OpenFile("in.txt", experimentalsys.O_WRONLY, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer rw.Close()
+	if errno := rw.Utimens(experimentalsys.UTIME_OMIT, when); errno != 0 {
+		t.Fatalf("times through a writable descriptor: %v", errno)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "in.txt")); err != nil || fi.ModTime().UnixNano() != when {
+		t.Errorf("mtime %v (%v), want %d", fi.ModTime(), err, when)
+	}
 }

@@ -188,13 +188,15 @@ func (w *Workspace) info(op, name string) (fs.FileInfo, error) {
 // Sys returns a *[unix.Stat_t].
 func (w *Workspace) Lstat(name string) (fs.FileInfo, error) {
 	const op = "lstat"
-	if rel, err := w.check(op, name); err != nil {
+	rel, err := w.check(op, name)
+	if err != nil {
 		return nil, err
-	} else if dirOnly(rel) {
+	}
+	if dirOnly(rel) {
 		return w.info(op, name) // the kernel follows a symlink before a trailing slash
 	}
 	var st unix.Stat_t
-	err := w.at(op, name, func(dirfd int, base string) error {
+	err = w.atRel(op, name, rel, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.Fstat(dirfd, &st)
 		}
@@ -210,9 +212,11 @@ func (w *Workspace) Lstat(name string) (fs.FileInfo, error) {
 // of the link: it is not resolved, and reading it grants nothing.
 func (w *Workspace) Readlink(name string) (string, error) {
 	const op = "readlink"
-	if rel, err := w.check(op, name); err != nil {
+	rel, err := w.check(op, name)
+	if err != nil {
 		return "", err
-	} else if dirOnly(rel) {
+	}
+	if dirOnly(rel) {
 		// The kernel follows the link before a trailing slash and finds
 		// a directory, which is not a link.
 		if _, err := w.info(op, name); err != nil {
@@ -221,7 +225,7 @@ func (w *Workspace) Readlink(name string) (string, error) {
 		return "", w.fail(op, name, unix.EINVAL)
 	}
 	var target string
-	err := w.at("readlink", name, func(dirfd int, base string) error {
+	err = w.atRel(op, name, rel, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.EINVAL
 		}
@@ -291,11 +295,17 @@ func (w *Workspace) change(op, name string, keep bool, fn func(dirfd int, base s
 	if err != nil {
 		return err
 	}
+	return w.changeRel(op, name, rel, keep, fn)
+}
+
+// changeRel is [Workspace.change] of the checked workspace-relative path
+// rel (see [Workspace.check]).
+func (w *Workspace) changeRel(op, name, rel string, keep bool, fn func(dirfd int, base string) error) error {
 	if rel == "" {
 		if err := w.mayChange(op, name, "", keep); err != nil {
 			return err
 		}
-		return w.at(op, name, fn)
+		return w.atRel(op, name, rel, fn)
 	}
 	dir, base, err := w.parent(op, name, rel)
 	if err != nil {
@@ -319,6 +329,11 @@ func (w *Workspace) at(op, name string, fn func(dirfd int, base string) error) e
 	if err != nil {
 		return err
 	}
+	return w.atRel(op, name, rel, fn)
+}
+
+// atRel is [Workspace.at] of the checked workspace-relative path rel.
+func (w *Workspace) atRel(op, name, rel string, fn func(dirfd int, base string) error) error {
 	if rel == "" {
 		if err := fn(w.fd, ""); err != nil {
 			return w.fail(op, name, err)
@@ -445,7 +460,6 @@ func (w *Workspace) Chtimes(name string, atime, mtime int64, follow bool) error 
 	if err != nil {
 		return err
 	}
-	given := name
 	if follow || dirOnly(rel) {
 		// The kernel follows a link before a trailing slash whatever the
 		// flags say: follow it here, inside the workspace, and never hand
@@ -454,12 +468,10 @@ func (w *Workspace) Chtimes(name string, atime, mtime int64, follow bool) error 
 		if err != nil {
 			return err
 		}
-		if name = strings.TrimSuffix(canon, "/"); name == "" {
-			name = "."
-		}
+		rel = strings.TrimSuffix(canon, "/")
 	}
 	ts := []unix.Timespec{timespec(atime), timespec(mtime)}
-	err = w.change(op, name, false, func(dirfd int, base string) error {
+	return w.changeRel(op, name, rel, false, func(dirfd int, base string) error {
 		if base == "" {
 			return unix.UtimesNanoAt(dirfd, ".", ts, 0)
 		}
@@ -469,15 +481,11 @@ func (w *Workspace) Chtimes(name string, atime, mtime int64, follow bool) error 
 		}
 		if uint32(st.Mode)&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
 			// Its other name may be outside, or a protected path.
-			return &PathError{Op: op, Path: given, Root: w.root, Err: ErrHardLink,
+			return &PathError{Op: op, Path: name, Root: w.root, Err: ErrHardLink,
 				detail: strconv.FormatUint(uint64(st.Nlink), 10) + " links"}
 		}
 		return unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
 	})
-	if pe, ok := err.(*PathError); ok {
-		pe.Path = given
-	}
-	return err
 }
 
 // UtimeOmit given as a time to [Workspace.Chtimes] leaves it unchanged.

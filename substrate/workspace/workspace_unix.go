@@ -100,7 +100,10 @@ func (w *Workspace) mayChange(op, name, canon string, keep bool) error {
 		if what == "" {
 			what = "."
 		}
-		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrWriteLater, detail: why + "; it must stay in place", protected: what}
+		if !strings.Contains(why, "in place") {
+			why += "; it must stay in place"
+		}
+		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrWriteLater, detail: why, protected: what}
 	}
 	return nil
 }
