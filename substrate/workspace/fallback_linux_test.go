@@ -13,4 +13,10 @@ func TestWalkFallback(t *testing.T) {
 	t.Run("edit", TestEditReplay)
 	t.Run("list", TestListReplay)
 	t.Run("race", TestRaceSwapDirectoryForSymlink)
+	t.Run("dot-dot after a symlink", TestDotDotAfterSymlink)
+	t.Run("trailing slash", TestTrailingSlash)
+	t.Run("root with any flags", TestOpenRootWithAnyFlags)
+	t.Run("last dot", TestLastDotAndLinkSlash)
+	t.Run("links and times", TestLinksAndTimesStayInside)
+	t.Run("against os.Root", TestAgainstOSRootExhaustive)
 }

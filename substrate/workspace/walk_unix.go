@@ -11,7 +11,15 @@ import (
 // openWalk opens the relative path p beneath dirfd one component at a time
 // with O_NOFOLLOW, so that no symlink is followed: the portable equivalent
 // of openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS for a path without "..".
+// A trailing "/" needs a directory, as in the kernel.
 func openWalk(dirfd int, p string, flags int, mode uint32) (int, error) {
+	p, dir := trimSlash(p)
+	if dir {
+		if flags&unix.O_CREAT != 0 {
+			return -1, unix.EISDIR
+		}
+		flags |= unix.O_DIRECTORY
+	}
 	parent, last, err := walkParent(dirfd, p)
 	if err != nil {
 		return -1, err
@@ -32,6 +40,7 @@ func isSymlink(dirfd int, name string) bool {
 }
 
 func statWalk(dirfd int, p string, st *unix.Stat_t) error {
+	p, dir := trimSlash(p)
 	parent, last, err := walkParent(dirfd, p)
 	if err != nil {
 		return err
@@ -40,10 +49,24 @@ func statWalk(dirfd int, p string, st *unix.Stat_t) error {
 	if parent != dirfd {
 		unix.Close(parent)
 	}
-	if err == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
+	switch {
+	case err != nil:
+		return err
+	case uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK:
 		return unix.ELOOP
+	case dir && uint32(st.Mode)&unix.S_IFMT != unix.S_IFDIR:
+		return unix.ENOTDIR
 	}
-	return err
+	return nil
+}
+
+// trimSlash removes p's trailing slashes and reports whether it had any.
+func trimSlash(p string) (string, bool) {
+	t := strings.TrimRight(p, "/")
+	if t == "" {
+		return p, false
+	}
+	return t, len(t) < len(p)
 }
 
 // walkParent opens the directory holding p's last component. The returned
