@@ -78,20 +78,8 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	bin := s.Bwrap
-	if bin == "" {
-		path, _ := lookupEnv(s.Environ, "PATH")
-		var err error
-		if bin, err = Find(path); err != nil {
-			return substrate.Outcome{}, Unavailable(err)
-		}
-	}
-	bin, err := trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
-	if err != nil {
-		return substrate.Outcome{}, err
-	}
-	// bwrap starts first and waits for its options on a pipe, so that its
-	// own start-up overlaps the preparation of the sandbox on the host.
+	// The host side is prepared while bwrap is found, checked, forked
+	// and loaded: bwrap starts first and waits for its options on a pipe.
 	sb := &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
 	defer func() {
 		if sess := sb.takeSession(); sess != nil && s.Later != nil {
@@ -101,9 +89,22 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		}
 		sb.Close()
 	}()
-	// The host side is prepared while bwrap is forked and loads.
 	prepared := make(chan error, 1)
 	go func() { prepared <- sb.build(s.Environ) }()
+	bin := s.Bwrap
+	if bin == "" {
+		path, _ := lookupEnv(s.Environ, "PATH")
+		var err error
+		if bin, err = Find(path); err != nil {
+			<-prepared
+			return substrate.Outcome{}, Unavailable(err)
+		}
+	}
+	bin, err := trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
+	if err != nil {
+		<-prepared
+		return substrate.Outcome{}, err
+	}
 	cmd, err := sb.command(bin, s.Command)
 	if err != nil {
 		<-prepared
