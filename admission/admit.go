@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/probes"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
@@ -49,6 +50,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the time recorded in grants; nil means time.Now.
 	Now func() time.Time
+	// Prover finds, for the mechanisms of a grant, the receipts of the
+	// probes that proved them on this host, and runs the probes whose
+	// receipts are missing or stale first. A capability whose mechanism
+	// failed its probe is refused. nil: grants cite no evidence (an
+	// embedder that keeps no evidence log; the CLI always sets one).
+	Prover *probes.Prover
 }
 
 // Admitter runs declarations through the admission pipeline.
@@ -177,6 +184,7 @@ var pipeline = []Check{
 	{"input-schema", "input_schema passes the schema rules and compiles, with no remote references", checkSchema},
 	{"substrate", "the tool's substrate is available on this host", checkSubstrate},
 	{"resolve", "every capability resolves to at least one mechanism", checkResolve},
+	{"evidence", "every mechanism with a probe has a fresh passing receipt on this host", checkEvidence},
 }
 
 // Checks lists the pipeline's checks in order.
@@ -193,6 +201,8 @@ type state struct {
 	enforcer substrate.Enforcer
 	facts    substrate.Facts
 	mechs    map[string][]string
+	mechIDs  map[string][]string // capability -> "<substrate>/<name>" of its mechanisms
+	proof    *probes.Proof
 	defaults capabilities.Set
 	reasons  []Reason
 	// artifact is what the inspector parsed (a wasm module).
@@ -267,6 +277,9 @@ func (a *Admitter) admit(ctx context.Context, s *state) (*Admission, error) {
 		Facts:        s.facts,
 		FactsDigest:  s.facts.Digest(),
 		AdmittedAt:   a.cfg.Now().UTC().Truncate(time.Second),
+	}
+	if s.proof != nil {
+		g.Evidence, g.Unproved, g.Degraded = citations(s.mechIDs, s.proof), s.proof.Unproved, s.proof.Degraded
 	}
 	if s.decl.Kind == KindWasm {
 		g.Module = path.Clean(s.decl.Module)
@@ -575,6 +588,10 @@ func checkResolve(_ context.Context, _ *Admitter, s *state) bool {
 		}
 		for _, m := range ms {
 			s.mechs[c.String()] = append(s.mechs[c.String()], m.String())
+			if s.mechIDs == nil {
+				s.mechIDs = map[string][]string{}
+			}
+			s.mechIDs[c.String()] = append(s.mechIDs[c.String()], m.Substrate+"/"+m.Name)
 		}
 	}
 	for _, c := range s.set.All() {
@@ -584,6 +601,75 @@ func checkResolve(_ context.Context, _ *Admitter, s *state) bool {
 		resolve(c, true)
 	}
 	return false
+}
+
+// checkEvidence asks the prover for the receipts that proved every
+// mechanism of the grant on this host (running the probes that lack fresh
+// ones). A capability one of whose mechanisms failed its probe is
+// refused, naming the probe and what it observed.
+func checkEvidence(ctx context.Context, a *Admitter, s *state) bool {
+	if a.cfg.Prover == nil || len(s.reasons) > 0 || s.enforcer == nil {
+		return false
+	}
+	var ids []string
+	for _, c := range append(s.set.All(), s.defaults.All()...) {
+		for _, id := range s.mechIDs[c.String()] {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	proof, err := a.cfg.Prover.Prove(ctx, ids)
+	if err != nil {
+		s.refuse(Reason{Check: "evidence", Err: ErrCapabilityRefused,
+			Blocked: "cannot find or make the evidence that the mechanisms work on this host: " + err.Error(),
+			Instead: "run `cordon probe` to see which probe cannot run"})
+		return true
+	}
+	s.proof = proof
+	for _, c := range append(s.set.All(), s.defaults.All()...) {
+		// One line per failed probe, with the mechanisms it disproved.
+		var order []string
+		byProbe := map[string][]string{}
+		observed := map[string]string{}
+		for _, id := range s.mechIDs[c.String()] {
+			for _, f := range proof.Failed[id] {
+				if _, ok := byProbe[f.Probe]; !ok {
+					order = append(order, f.Probe)
+				}
+				byProbe[f.Probe] = append(byProbe[f.Probe], id)
+				observed[f.Probe] = f.Observed
+			}
+		}
+		var failed []string
+		for _, pr := range order {
+			failed = append(failed, fmt.Sprintf("probe %s failed on this host, disproving %s (observed: %s)", pr, strings.Join(byProbe[pr], " and "), observed[pr]))
+		}
+		if len(failed) > 0 {
+			s.refuse(Reason{Check: "evidence", Capability: c.String(), Err: ErrCapabilityRefused,
+				Blocked: "cannot be enforced here: " + strings.Join(failed, "; "),
+				Instead: "fix the substrate on this host (`cordon probe` shows every probe), or a tool that does not need it"})
+		}
+	}
+	return false
+}
+
+// citations lists for each capability the receipts that proved its
+// mechanisms, each receipt once.
+func citations(mechIDs map[string][]string, proof *probes.Proof) map[string][]probes.Citation {
+	out := map[string][]probes.Citation{}
+	for c, ids := range mechIDs {
+		seen := map[string]bool{}
+		for _, id := range ids {
+			for _, cit := range proof.Citations[id] {
+				if !seen[cit.Receipt] {
+					seen[cit.Receipt] = true
+					out[c] = append(out[c], cit)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // manifestOf returns the canonical JSON of a declaration and its files and

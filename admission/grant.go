@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/probes"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -46,9 +47,16 @@ type Grant struct {
 	Args   []string `json:"args,omitempty"`
 	// Facts are the host's facts when the grant was made; FactsDigest is
 	// their digest, compared before every run.
-	Facts       substrate.Facts `json:"facts"`
-	FactsDigest string          `json:"facts_digest"`
-	AdmittedAt  time.Time       `json:"admitted_at"`
+	// Evidence names, for each capability and default, the receipts of
+	// the probes that proved its mechanisms on this host; Unproved are
+	// the mechanisms no probe covers, Degraded what the host lacks that
+	// the substrate would use. Empty when admission kept no evidence.
+	Evidence    map[string][]probes.Citation `json:"evidence,omitempty"`
+	Unproved    []string                     `json:"unproved,omitempty"`
+	Degraded    []string                     `json:"degraded,omitempty"`
+	Facts       substrate.Facts              `json:"facts"`
+	FactsDigest string                       `json:"facts_digest"`
+	AdmittedAt  time.Time                    `json:"admitted_at"`
 }
 
 // All returns the capabilities the tool runs under: those granted and the
@@ -128,13 +136,37 @@ func (g *Grant) String() string {
 		for _, m := range g.Mechanisms[c.String()] {
 			fmt.Fprintf(&b, "      %s\n", m)
 		}
+		g.writeEvidence(&b, c.String())
 	}
 	for _, c := range g.Defaults.All() {
 		fmt.Fprintf(&b, "  %s (default)\n", c)
 		for _, m := range g.Mechanisms[c.String()] {
 			fmt.Fprintf(&b, "      %s\n", m)
 		}
+		g.writeEvidence(&b, c.String())
+	}
+	if len(g.Unproved) > 0 {
+		fmt.Fprintf(&b, "  no probe covers: %s\n", strings.Join(g.Unproved, ", "))
+	}
+	for _, d := range g.Degraded {
+		fmt.Fprintf(&b, "  degraded: %s\n", d)
 	}
 	fmt.Fprintf(&b, "  host: %s", g.Facts)
 	return b.String()
+}
+
+// writeEvidence prints the receipts that proved capability c's mechanisms.
+func (g *Grant) writeEvidence(b *strings.Builder, c string) {
+	if g.Evidence == nil {
+		return
+	}
+	cs := g.Evidence[c]
+	if len(cs) == 0 {
+		return
+	}
+	var names []string
+	for _, cit := range cs {
+		names = append(names, fmt.Sprintf("%s #%d", cit.Probe, cit.Sequence))
+	}
+	fmt.Fprintf(b, "      proved by: %s\n", strings.Join(names, ", "))
 }

@@ -109,6 +109,12 @@ func (a *Admitter) Prepare(ctx context.Context, reg *Registry, name string, inpu
 		t.Grant = g
 	} else if what := grantDiff(g, fresh); what != "" {
 		return nil, registryErr("load", name, fmt.Errorf("its grant does not match its declaration (%s differ); admit it again", what))
+	} else if fresh.Evidence != nil {
+		// The run relies on the evidence found now, which may be newer
+		// than what the stored grant cites.
+		in := *g
+		in.Evidence, in.Unproved, in.Degraded = fresh.Evidence, fresh.Unproved, fresh.Degraded
+		g, p.Grant = &in, &in
 	}
 	stdin, err := t.CheckInput(input)
 	if err != nil {

@@ -215,6 +215,19 @@ func (c Config) RegistryDir() string {
 	return c.state[0]
 }
 
+// EvidenceDir returns the workspace-relative directory of the evidence
+// log: "evidence" in the second harness directory (.foundry by default),
+// or in the first when there is one only; "" when there is none.
+func (c Config) EvidenceDir() string {
+	switch len(c.state) {
+	case 0:
+		return ""
+	case 1:
+		return c.state[0] + "/evidence"
+	}
+	return c.state[1] + "/evidence"
+}
+
 // StateDir returns the per-user state directory: the key store and the
 // run locks live there.
 func (c Config) StateDir() string { return c.stateDir }

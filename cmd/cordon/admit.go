@@ -43,7 +43,7 @@ func runAdmit(e *env, args []string) int {
 		return e.usageError("admit needs exactly one FILE (or - for stdin)\n" + admitUsage)
 	}
 	file := fs.Arg(0)
-	a, err := e.admitter(false)
+	a, err := e.admitter(false, true)
 	if err != nil {
 		return e.fail(err)
 	}

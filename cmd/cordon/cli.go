@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/probes"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate"
@@ -38,6 +39,11 @@ type env struct {
 	json        bool
 	harness     harness.Config
 	harnessFile string
+
+	// prov is the evidence prover, opened once per command; closers run
+	// when the command returns.
+	prov    *probes.Prover
+	closers []func()
 }
 
 // command is one command of the CLI.
@@ -116,6 +122,11 @@ func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return e.usageError(fmt.Sprintf("unknown command %q", rest[0]))
 	}
+	defer func() {
+		for _, f := range e.closers {
+			f()
+		}
+	}()
 	return c.run(e, rest[1:])
 }
 
@@ -264,14 +275,25 @@ func (e *env) checkConfigOutside(root string) error {
 // admitter returns the admission pipeline of the workspace. With toRun,
 // the native substrate does not probe bubblewrap before the run: the run's
 // own sandbox is the proof ([bwrap.EnforcerConfig.ProbeAtRun]).
-func (e *env) admitter(toRun bool) (*admission.Admitter, error) {
+//
+// With cite, grants cite the receipts that proved their mechanisms on this
+// host (the probes that lack fresh ones run first): admit and run. exec
+// makes a grant for one command and cites none.
+func (e *env) admitter(toRun, cite bool) (*admission.Admitter, error) {
 	h, err := e.harnessConfig()
 	if err != nil {
 		return nil, err
 	}
+	var prover *probes.Prover
+	if cite {
+		if prover, err = e.prover(); err != nil {
+			return nil, err
+		}
+	}
 	a, err := admission.New(admission.Config{
 		Workspace: e.workspaceDir(),
 		Harness:   h,
+		Prover:    prover,
 		Substrates: map[string]substrate.Enforcer{
 			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun, Workspace: e.workspaceDir(), Harness: h}),
 			admission.KindWasm:   wasm.Enforcer{},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/evidence"
 	"github.com/cordon-run/cordon/internal/capture"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
@@ -20,14 +21,15 @@ func init() {
 }
 
 const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--env NAME]...
-                   [--tmp-size SIZE] [--substrate bwrap] [--no-sandbox] [--json] -- CMD ARGS...
+                   [--tmp-size SIZE] [--substrate bwrap] [--no-sandbox] [--receipt] [--json] -- CMD ARGS...
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
   --env NAME          pass cordon's value of NAME into the sandbox (repeatable; unset names are left out)
   --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB)
   --substrate bwrap   the sandbox (only bwrap in this build)
-  --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)`
+  --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)
+  --receipt           append a signed receipt of the run to the evidence log (cordon evidence list)`
 
 // Defaults of cordon exec.
 const (
@@ -46,6 +48,7 @@ func runExec(e *env, args []string) int {
 	noSandbox := fs.Bool("no-sandbox", false, "run on the host without a sandbox")
 	substrateName := fs.String("substrate", "bwrap", "the sandbox substrate")
 	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
+	receipt := fs.Bool("receipt", false, "append a signed receipt of the run to the evidence log")
 	if code := e.parse(fs, args, execUsage); code >= 0 {
 		return code
 	}
@@ -73,7 +76,7 @@ func runExec(e *env, args []string) int {
 		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap, landlock or oci", *substrateName))
 	}
 
-	a, err := e.admitter(true)
+	a, err := e.admitter(true, false)
 	if err != nil {
 		return e.fail(err)
 	}
@@ -92,9 +95,20 @@ func runExec(e *env, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
+	var entry *evidence.Entry
+	if *receipt {
+		en, err := e.runReceipt(ctx, "exec", p, res)
+		if err != nil {
+			return e.fail(err)
+		}
+		entry = &en
+	}
 	if e.json {
-		e.printJSON(resultJSON(res))
+		out := resultJSON(res)
+		addReceipt(out, entry)
+		e.printJSON(out)
 	} else {
+		defer printReceipt(e, entry)
 		fmt.Fprint(e.stdout, res.Stdout)
 		fmt.Fprint(e.stderr, res.Stderr)
 		if !res.Sandboxed {
@@ -216,6 +230,21 @@ func resultJSON(r runtime.Result) map[string]any {
 		out["trap"], out["log"], out["refusals"] = r.Trap, nonNil(r.Log), nonNil(r.Refusals)
 	}
 	return out
+}
+
+// addReceipt adds a run's receipt to its JSON: "receipt": {"sequence",
+// "digest", "file"}.
+func addReceipt(out map[string]any, entry *evidence.Entry) {
+	if entry != nil {
+		out["receipt"] = map[string]any{"sequence": entry.Sequence, "digest": entry.Digest, "file": entry.File}
+	}
+}
+
+// printReceipt says where a run's receipt went.
+func printReceipt(e *env, entry *evidence.Entry) {
+	if entry != nil {
+		fmt.Fprintf(e.stderr, "cordon: receipt #%d %s in %s\n", entry.Sequence, entry.Digest, entry.File)
+	}
 }
 
 func nonNil[T any](s []T) []T {

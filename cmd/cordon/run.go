@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/evidence"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 )
@@ -16,10 +17,11 @@ func init() {
 	register(command{name: "run", summary: "TOOL [--input JSON|@FILE|@-]: run an admitted tool under its grant", usage: runUsage, run: runRun})
 }
 
-const runUsage = `usage: cordon run [-w DIR] [--json] TOOL [--input JSON|@FILE|@-]
+const runUsage = `usage: cordon run [-w DIR] [--json] [--receipt] TOOL [--input JSON|@FILE|@-]
   --input JSON     the tool's input, checked against its input_schema
   --input @FILE    read the input from FILE in the workspace
   --input @-       read the input from stdin
+  --receipt        append a signed receipt of the run to the evidence log (cordon evidence list)
   Without --input, piped stdin is the input; with neither, the input is {}.`
 
 // maxInput bounds a tool's input.
@@ -29,6 +31,7 @@ func runRun(e *env, args []string) int {
 	fs := e.flags("run")
 	input := fs.String("input", "", "the tool's input: JSON, @FILE or @-")
 	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
+	receipt := fs.Bool("receipt", false, "append a signed receipt of the run to the evidence log")
 	if code := e.parse(fs, args, runUsage); code >= 0 {
 		return code
 	}
@@ -43,7 +46,7 @@ func runRun(e *env, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	a, err := e.admitter(true)
+	a, err := e.admitter(true, true)
 	if err != nil {
 		return e.fail(err)
 	}
@@ -71,10 +74,21 @@ func runRun(e *env, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
+	var entry *evidence.Entry
+	if *receipt {
+		en, err := e.runReceipt(ctx, "run", p, res)
+		if err != nil {
+			return e.fail(err)
+		}
+		entry = &en
+	}
 	if e.json {
-		e.printJSON(resultJSON(res))
+		out := resultJSON(res)
+		addReceipt(out, entry)
+		e.printJSON(out)
 		return intr.exitOf(res)
 	}
+	defer printReceipt(e, entry)
 	fmt.Fprint(e.stdout, res.Stdout)
 	fmt.Fprint(e.stderr, res.Stderr)
 	for _, l := range res.Log {

@@ -89,3 +89,73 @@ func LoopbackListener(t testing.TB, greeting string) (port int, accepted <-chan 
 	}()
 	return ln.Addr().(*net.TCPAddr).Port, ch
 }
+
+// Kinds of fake bubblewrap (FakeBwrap).
+const (
+	// FakeIgnoresFlags runs the command directly, as if every flag were
+	// honoured: no sandbox at all.
+	FakeIgnoresFlags = "ignores-flags"
+	// FakeNoReadOnlyBinds honours every option but makes the read-only
+	// binds of paths under a prefix writable: the namespaces are real,
+	// the protection of harness state and write-later paths is not.
+	FakeNoReadOnlyBinds = "no-read-only-binds"
+)
+
+// FakeBwrap writes a program named bwrap (Python, run by /usr/bin/python3)
+// that stands in for the real bubblewrap the way kind says, and returns
+// its path; prefix is where FakeNoReadOnlyBinds turns read-only binds
+// writable. `bwrap --version` answers as the real one does.
+func FakeBwrap(t testing.TB, kind, prefix string) string {
+	t.Helper()
+	real, err := exec.LookPath("bwrap")
+	Require(t, err == nil, "bubblewrap is not installed: %v", err)
+	_, err = os.Stat("/usr/bin/python3")
+	Require(t, err == nil, "no /usr/bin/python3 for a fake bwrap: %v", err)
+	var body string
+	switch kind {
+	case FakeIgnoresFlags:
+		body = `
+i = ARGS.index('--')
+os.execvp(ARGS[i+1], ARGS[i+1:])
+`
+	case FakeNoReadOnlyBinds:
+		body = fmt.Sprintf("PREFIX = %q.encode()\n", prefix) + `
+if '--args' not in ARGS:
+    os.execv(REAL, [REAL] + ARGS)
+i = ARGS.index('--args')
+fd = int(ARGS[i+1])
+data = b''
+while True:
+    chunk = os.read(fd, 1 << 16)
+    if not chunk:
+        break
+    data += chunk
+os.close(fd)
+parts = data.split(b'\0')[:-1]
+out, j = [], 0
+while j < len(parts):
+    if parts[j] == b'--ro-bind' and parts[j+1].startswith(PREFIX):
+        out += [b'--bind', parts[j+1], parts[j+2]]
+        j += 3
+        continue
+    out.append(parts[j])
+    j += 1
+r, w = os.pipe()
+os.write(w, b''.join(p + b'\0' for p in out))
+os.close(w)
+os.set_inheritable(r, True)
+ARGS[i+1] = str(r)
+os.execv(REAL, [REAL] + ARGS)
+`
+	default:
+		t.Fatalf("unknown fake bwrap %q", kind)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	script := fmt.Sprintf("#!/usr/bin/python3\nimport os, sys\nREAL = %q\nARGS = sys.argv[1:]\nif ARGS == ['--version']:\n    os.execv(REAL, [REAL] + ARGS)\n%s", real, body)
+	p := filepath.Join(dir, "bwrap")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,197 @@
+package evidence
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The formats a receipt is written in: an in-toto Statement v1 in a DSSE
+// envelope.
+const (
+	// PayloadType is the DSSE payload type of every receipt.
+	PayloadType = "application/vnd.in-toto+json"
+	// StatementType is the in-toto Statement's _type.
+	StatementType = "https://in-toto.io/Statement/v1"
+	// ProbePredicate is the predicate type of a probe's receipt.
+	ProbePredicate = "https://cordon.run/evidence/probe/v1"
+	// RunPredicate is the predicate type of a run's receipt (exec, run).
+	RunPredicate = "https://cordon.run/evidence/run/v1"
+)
+
+// Verdicts of a receipt.
+const (
+	Pass = "pass" // a probe observed what it expected
+	Fail = "fail" // a probe observed something else
+	Ran  = "ran"  // a run's receipt: the command or tool ran
+)
+
+// Statement is an in-toto Statement v1 whose predicate is a [Receipt].
+type Statement struct {
+	Type          string    `json:"_type"`
+	Subject       []Subject `json:"subject"`
+	PredicateType string    `json:"predicateType"`
+	Predicate     Receipt   `json:"predicate"`
+}
+
+// Subject is what a statement is about: a name and its digests
+// ({"sha256": "hex"}).
+type Subject struct {
+	Name   string            `json:"name"`
+	Digest map[string]string `json:"digest"`
+}
+
+// Receipt is the predicate of every receipt: who wrote it (cordon's
+// binary, on which host), when, the verdict, and either a probe or a run.
+// Sequence and Previous chain it to the receipt before it in its log;
+// PreviousPayload lets [Verify] tell, of a receipt whose signature does
+// not verify, whether its payload or its signature was edited.
+type Receipt struct {
+	Sequence        int64     `json:"sequence"`                   // 1 for the first receipt of a log
+	Previous        string    `json:"previous,omitempty"`         // "sha256:..." of the previous receipt's file
+	PreviousPayload string    `json:"previous_payload,omitempty"` // "sha256:..." of the previous receipt's payload (its statement's JSON)
+	Time            time.Time `json:"time"`
+	Host            Host      `json:"host"`
+	Cordon          Binary    `json:"cordon"`
+	Verdict         string    `json:"verdict"`
+	Probe           *Probe    `json:"probe,omitempty"`
+	Run             *Run      `json:"run,omitempty"`
+}
+
+// Host is what a receipt records of the host it was made on.
+type Host struct {
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+	Kernel      string `json:"kernel,omitempty"`
+	UID         int    `json:"uid"`
+	Container   bool   `json:"container"`        // inside a container (docker, podman, kubernetes, ...)
+	Bwrap       string `json:"bwrap,omitempty"`  // bubblewrap's version, "" when not found
+	LandlockABI int    `json:"landlock_abi"`     // 0 when Landlock is not available
+	UserNS      bool   `json:"user_namespaces"`  // unprivileged user namespaces can be created
+	Seccomp     bool   `json:"seccomp"`          // the kernel has seccomp filters
+	Wazero      string `json:"wazero,omitempty"` // the wazero version compiled in
+}
+
+// Digest returns "sha256:" and the hex SHA-256 of the host facts' JSON:
+// receipts made under the same facts have the same digest, so a caller can
+// tell whether evidence was made on the host as it is now.
+func (h Host) Digest() string {
+	data, _ := json.Marshal(h) // plain fields: it cannot fail
+	return digestOf(data)
+}
+
+// Binary is the cordon binary that wrote a receipt.
+type Binary struct {
+	Digest  string `json:"digest"` // "sha256:..." of the executable
+	Version string `json:"version,omitempty"`
+}
+
+// Probe is what a probe tried and what it saw.
+type Probe struct {
+	Name       string   `json:"name"`       // e.g. "bwrap/write-outside"
+	Substrate  string   `json:"substrate"`  // e.g. "bwrap"
+	Mechanisms []string `json:"mechanisms"` // the mechanism names it proves, e.g. "bwrap: ro-root"
+	Expected   string   `json:"expected"`
+	Observed   string   `json:"observed"`
+	// Degraded names what the substrate works with less of than usual
+	// (an older Landlock ABI, no user namespaces).
+	Degraded   []string `json:"degraded,omitempty"`
+	DurationMS float64  `json:"duration_ms"`
+}
+
+// Run is what a run's receipt records: what ran under which grant, and
+// what came of it (digests of the output, not the output).
+type Run struct {
+	Op            string              `json:"op"` // "exec" or "run"
+	Command       []string            `json:"command,omitempty"`
+	Tool          string              `json:"tool,omitempty"`
+	Digest        string              `json:"digest"` // the command's or the tool's "sha256:..."
+	Substrate     string              `json:"substrate"`
+	Sandboxed     bool                `json:"sandboxed"`
+	Capabilities  []string            `json:"capabilities"`
+	Mechanisms    map[string][]string `json:"mechanisms,omitempty"`
+	Evidence      map[string][]string `json:"evidence,omitempty"` // mechanism -> receipts that proved it
+	ExitCode      int                 `json:"exit_code"`
+	Signal        string              `json:"signal,omitempty"`
+	TimedOut      bool                `json:"timed_out"`
+	StdoutDigest  string              `json:"stdout_digest"`
+	StderrDigest  string              `json:"stderr_digest"`
+	StdoutBytes   int64               `json:"stdout_bytes"`
+	StderrBytes   int64               `json:"stderr_bytes"`
+	StdoutClipped bool                `json:"stdout_clipped"`
+	StderrClipped bool                `json:"stderr_clipped"`
+	DurationMS    float64             `json:"duration_ms"`
+}
+
+// digestOf returns "sha256:" and the hex SHA-256 of data, the form of
+// every digest a receipt holds.
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// digestHexSize is the number of hex digits of a digest the in-toto spec
+// knows, by algorithm (in-toto attestation v1, digest_set.md); a subject's
+// digest under one of these names must be that many hex digits.
+var digestHexSize = map[string]int{
+	"md5": 32, "sha1": 40, "sha224": 56, "sha512_224": 56, "sha256": 64, "sha512_256": 64,
+	"sha384": 96, "sha512": 128, "sha3_224": 56, "sha3_256": 64, "sha3_384": 96, "sha3_512": 128,
+	"gitBlob": 40, "gitCommit": 40, "gitTag": 40, "gitTree": 40, "dirHash": 64,
+}
+
+// validate checks what the in-toto Statement v1 requires of st (its type,
+// at least one subject, each with a digest, hex digests of the known
+// algorithms' sizes, a predicate type) and what a cordon receipt requires
+// of its predicate: a known predicate type, its verdict, and the probe or
+// the run it records.
+func (st *Statement) validate() error {
+	if st.Type != StatementType {
+		return fmt.Errorf("its _type is %q, not %q", st.Type, StatementType)
+	}
+	if len(st.Subject) == 0 {
+		return fmt.Errorf("it has no subject; an in-toto statement needs at least one")
+	}
+	for i, s := range st.Subject {
+		if len(s.Digest) == 0 {
+			return fmt.Errorf("subject %d (%q) has no digest; an in-toto v1 subject needs one", i, s.Name)
+		}
+		for alg, d := range s.Digest {
+			if n, known := digestHexSize[alg]; known {
+				if _, err := hex.DecodeString(d); err != nil || len(d) != n {
+					return fmt.Errorf("subject %d (%q): its %s digest %q is not %d hex digits", i, s.Name, alg, d, n)
+				}
+			}
+		}
+	}
+	r := &st.Predicate
+	switch st.PredicateType {
+	case ProbePredicate:
+		if r.Probe == nil || r.Run != nil {
+			return fmt.Errorf("a %s receipt records a probe and no run", ProbePredicate)
+		}
+		if r.Probe.Name == "" {
+			return fmt.Errorf("its probe has no name")
+		}
+		if r.Verdict != Pass && r.Verdict != Fail {
+			return fmt.Errorf("a probe's verdict is %q or %q, not %q", Pass, Fail, r.Verdict)
+		}
+	case RunPredicate:
+		if r.Run == nil || r.Probe != nil {
+			return fmt.Errorf("a %s receipt records a run and no probe", RunPredicate)
+		}
+		if r.Verdict != Ran {
+			return fmt.Errorf("a run's verdict is %q, not %q", Ran, r.Verdict)
+		}
+	default:
+		return fmt.Errorf("its predicate type %q is not %s or %s", st.PredicateType, ProbePredicate, RunPredicate)
+	}
+	if r.Sequence < 1 {
+		return fmt.Errorf("its sequence is %d; receipts are numbered from 1", r.Sequence)
+	}
+	if r.Time.IsZero() {
+		return fmt.Errorf("it has no time")
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package probes
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// needBwrap skips (fails in CI) without a bubblewrap that makes sandboxes.
+func needBwrap(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("bwrap")
+	testenv.Require(t, err == nil, "bubblewrap is not installed: %v", err)
+	return bin
+}
+
+func runBwrapProbes(t *testing.T, cfg Config) map[string]Result {
+	t.Helper()
+	if cfg.Harness.IsZero() {
+		cfg.Harness = testenv.Harness(t)
+	}
+	if cfg.TempDir == "" {
+		cfg.TempDir = t.TempDir()
+	}
+	out := map[string]Result{}
+	for _, r := range Run(context.Background(), For("bwrap"), cfg, nil) {
+		out[r.Probe.Name] = r
+	}
+	return out
+}
+
+// TestBwrapProbesPass: on a host whose bubblewrap works (the CI machine,
+// as root and unprivileged) every probe passes, the set in well under
+// the second the whole set is allowed.
+func TestBwrapProbesPass(t *testing.T) {
+	needBwrap(t)
+	start := time.Now()
+	results := runBwrapProbes(t, Config{})
+	took := time.Since(start)
+	if len(results) < 10 {
+		t.Fatalf("only %d bwrap probes", len(results))
+	}
+	for name, r := range results {
+		if !r.Pass {
+			t.Errorf("%s failed: %s", name, r.Observed)
+		}
+		t.Logf("%-26s %6.1f ms  %s", name, float64(r.Duration.Microseconds())/1000, r.Observed)
+	}
+	t.Logf("all bwrap probes in %v", took)
+}
+
+// TestBwrapProbesWithoutBwrap: with bubblewrap missing from PATH, every
+// probe that needs a sandbox fails and says why.
+func TestBwrapProbesWithoutBwrap(t *testing.T) {
+	results := runBwrapProbes(t, Config{Environ: []string{"PATH=" + t.TempDir()}})
+	for name, r := range results {
+		if r.Pass {
+			t.Errorf("%s passed without bubblewrap: %s", name, r.Observed)
+		}
+		if !strings.Contains(r.Observed, "bwrap") {
+			t.Errorf("%s does not say bwrap is missing: %s", name, r.Observed)
+		}
+	}
+}
+
+// TestBwrapProbesFakeIgnoresFlags: a bwrap that runs the command without
+// any sandbox fails the probes: none of them takes its word.
+func TestBwrapProbesFakeIgnoresFlags(t *testing.T) {
+	fake := testenv.FakeBwrap(t, testenv.FakeIgnoresFlags, "")
+	results := runBwrapProbes(t, Config{Bwrap: fake, Timeout: 2 * time.Second}) // it keeps the status pipe open: no 10 s wait
+	for name, r := range results {
+		if r.Pass {
+			t.Errorf("%s passed under a bwrap that ignores its flags: %s", name, r.Observed)
+		}
+	}
+}
+
+// TestBwrapProbesFakeNoReadOnlyBinds: a bwrap that makes real namespaces
+// but binds harness state and the write-later paths writable fails
+// exactly the probes of those mechanisms.
+func TestBwrapProbesFakeNoReadOnlyBinds(t *testing.T) {
+	tmp := t.TempDir()
+	fake := testenv.FakeBwrap(t, testenv.FakeNoReadOnlyBinds, tmp)
+	results := runBwrapProbes(t, Config{Bwrap: fake, TempDir: tmp})
+	for _, name := range []string{"bwrap/harness-state", "bwrap/write-later"} {
+		if r := results[name]; r.Pass {
+			t.Errorf("%s passed with writable binds: %s", name, r.Observed)
+		} else {
+			t.Logf("%s failed as it should: %s", name, r.Observed)
+		}
+	}
+	for _, name := range []string{"bwrap/sandbox", "bwrap/no-capabilities", "bwrap/net-none", "bwrap/environment"} {
+		if r := results[name]; !r.Pass {
+			t.Errorf("%s failed, though the fake honours its mechanism: %s", name, r.Observed)
+		}
+	}
+}
