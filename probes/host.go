@@ -25,7 +25,7 @@ import (
 
 // HostFacts reads what a receipt records of this host: the kernel, the
 // user, whether this is a container, bubblewrap's version (empty when it
-// is missing or cannot make a sandbox), the Landlock ABI, whether user
+// is missing), the Landlock ABI, whether user
 // namespaces and seccomp are there, and wazero's version.
 func HostFacts(ctx context.Context, h harness.Config, bwrapBin string) evidence.Host {
 	var u unix.Utsname
@@ -41,7 +41,10 @@ func HostFacts(ctx context.Context, h harness.Config, bwrapBin string) evidence.
 		Seccomp:     seccompFilters(),
 		Wazero:      moduleVersion("github.com/tetratelabs/wazero"),
 	}
-	if facts, err := bwrap.NewEnforcer(bwrap.EnforcerConfig{Harness: h, Bwrap: bwrapBin}).Facts(ctx); err == nil {
+	// The version only (kept in the state directory by the binary's
+	// identity): whether bubblewrap makes sandboxes is what the probes
+	// find out, and a wasm tool's run should not pay for a sandbox.
+	if facts, err := bwrap.NewEnforcer(bwrap.EnforcerConfig{Harness: h, Bwrap: bwrapBin, ProbeAtRun: true}).Facts(ctx); err == nil {
 		f.Bwrap = facts.Values["bwrap.version"]
 	}
 	return f
