@@ -62,12 +62,17 @@ type Receipt struct {
 
 // Host is what a receipt records of the host it was made on.
 type Host struct {
-	OS          string `json:"os"`
-	Arch        string `json:"arch"`
-	Kernel      string `json:"kernel,omitempty"`
-	UID         int    `json:"uid"`
-	Container   bool   `json:"container"`        // inside a container (docker, podman, kubernetes, ...)
-	Bwrap       string `json:"bwrap,omitempty"`  // bubblewrap's version, "" when not found
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	Kernel    string `json:"kernel,omitempty"`
+	UID       int    `json:"uid"`
+	Container bool   `json:"container"`            // inside a container (docker, podman, kubernetes, ...)
+	Bwrap     string `json:"bwrap,omitempty"`      // bubblewrap's version, "" when not found
+	BwrapPath string `json:"bwrap_path,omitempty"` // the bubblewrap binary the probes used
+	// Harness is the digest of the harness configuration the probes ran
+	// under (harness state, write-later paths, state and cache
+	// directories): another configuration makes their receipts stale.
+	Harness     string `json:"harness,omitempty"`
 	LandlockABI int    `json:"landlock_abi"`     // 0 when Landlock is not available
 	UserNS      bool   `json:"user_namespaces"`  // unprivileged user namespaces can be created
 	Seccomp     bool   `json:"seccomp"`          // the kernel has seccomp filters

@@ -117,6 +117,10 @@ func sandboxed(ctx context.Context, e *Env, ws string, caps []string, script str
 	if err != nil {
 		return substrate.Outcome{}, err
 	}
+	// System directories only on PATH: the programs a probe runs are the
+	// host's read-only ones, never one a command planted in a workspace
+	// (a .venv/bin on the caller's PATH, say) to answer for the sandbox.
+	pol = pol.WithSystemPath(true)
 	s := bwrap.Spec{Policy: pol, Command: []string{"/bin/sh", "-c", script}, Environ: e.Environ,
 		Bwrap: e.Bwrap, Timeout: 5 * time.Second, MaxOutput: 64 << 10}
 	for _, o := range opt {
@@ -178,11 +182,11 @@ func probeWriteOutside(ctx context.Context, e *Env) (string, bool, error) {
 	}
 	defer done()
 	victim := filepath.Join(out, "victim")
-	if err := os.WriteFile(victim, []byte("host\n"), 0o666); err != nil {
+	// The sandbox runs as this user: the owner's permissions let it write
+	// here were it not for the read-only root; no other user can.
+	if err := os.WriteFile(victim, []byte("host\n"), 0o600); err != nil {
 		return "", false, err
 	}
-	os.Chmod(out, 0o777)
-	os.Chmod(victim, 0o666)
 	script := fmt.Sprintf(`echo x > %[1]s/new 2>/dev/null && echo new-written; echo x >> %[1]s/victim 2>/dev/null && echo victim-written; echo inside > %[2]s/inside.txt && echo inside-written`, out, ws)
 	o, err := sandboxed(ctx, e, ws, []string{"fs.read:workspace", "fs.write:workspace"}, script)
 	if err != nil {
@@ -397,7 +401,9 @@ else echo untried; fi`, port)
 	case said == "untried" || said == "":
 		return "no bash or python3 in the sandbox to try a connection with", false, nil
 	case said == "connected":
-		return "the sandbox connected to a loopback of its own, not the host's", true, nil
+		// Only the host's listener was there: a connection it did not
+		// see is one the probe cannot account for.
+		return fmt.Sprintf("the sandbox connected to 127.0.0.1:%d, which the host's listener did not see", port), false, nil
 	}
 	return fmt.Sprintf("connecting to the host's 127.0.0.1:%d was refused; the listener saw nothing", port), true, nil
 }
@@ -507,43 +513,82 @@ func probeTrustedState(ctx context.Context, e *Env) (string, bool, error) {
 		return "", false, err
 	}
 	dirs := []string{e.Harness.StateDir(), e.Harness.CacheDir()}
-	if home := e.Harness.Home(); home != "" {
+	if home, ok := lookupEnv(e.Environ, "HOME"); ok {
 		dirs = append(dirs, home)
 	}
+	// What each directory holds on the host, but for the way down to the
+	// probe's own workspace (its mount point shows inside); the sandbox
+	// must see none of it.
+	hostNames := map[string][]string{}
 	var script strings.Builder
 	for _, d := range dirs {
-		if d == "" {
+		if d == "" || !filepath.IsAbs(d) || hostNames[d] != nil {
 			continue
 		}
-		fmt.Fprintf(&script, "printf '%%s %%s\\n' %q \"$(ls -A %q 2>/dev/null | wc -l)\";\n", d, d)
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		names := []string{}
+		for _, ent := range entries {
+			p := filepath.Join(d, ent.Name())
+			if p == ws || strings.HasPrefix(ws, p+"/") {
+				continue
+			}
+			names = append(names, ent.Name())
+		}
+		hostNames[d] = names
+		fmt.Fprintf(&script, "echo %q; ls -A %q 2>/dev/null; echo;\n", "@"+d, d)
 	}
 	if script.Len() == 0 {
-		return "the harness configuration names no state or cache directory", false, nil
+		return "the harness configuration names no state or cache directory that exists", false, nil
 	}
 	o, err := sandboxed(ctx, e, ws, []string{"fs.read:workspace"}, script.String())
 	if err != nil {
 		return "no sandbox: " + err.Error(), false, nil
 	}
-	var bad, good []string
-	for _, line := range strings.Split(strings.TrimSpace(o.Stdout), "\n") {
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		d, n := line[:i], strings.TrimSpace(line[i+1:])
-		if n != "0" {
-			bad = append(bad, fmt.Sprintf("%s shows %s entries", d, n))
-		} else {
-			good = append(good, d)
+	seen := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(o.Stdout, "\n") {
+		switch {
+		case strings.HasPrefix(line, "@"):
+			cur = line[1:]
+		case line != "" && cur != "":
+			seen[cur] = append(seen[cur], line)
 		}
 	}
+	var bad, good []string
+	hidden := 0
+	for d, names := range hostNames {
+		var leaked []string
+		for _, n := range seen[d] {
+			if slices.Contains(names, n) {
+				leaked = append(leaked, n)
+			}
+		}
+		if len(leaked) > 0 {
+			bad = append(bad, fmt.Sprintf("%s shows %s", d, strings.Join(leaked, ", ")))
+		} else {
+			good = append(good, d)
+			hidden += len(names)
+		}
+	}
+	slices.Sort(bad)
+	slices.Sort(good)
 	if len(bad) > 0 {
 		return strings.Join(bad, "; "), false, nil
 	}
-	if len(good) == 0 {
-		return "nothing listed: " + lastLine(o.Stderr), false, nil
+	return fmt.Sprintf("none of the %d host entries visible inside %s", hidden, strings.Join(good, ", ")), true, nil
+}
+
+// lookupEnv finds name in environ.
+func lookupEnv(environ []string, name string) (string, bool) {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
+			return v, true
+		}
 	}
-	return "empty inside: " + strings.Join(good, ", "), true, nil
+	return "", false
 }
 
 func probeOutputAndTmp(ctx context.Context, e *Env) (string, bool, error) {
@@ -561,8 +606,8 @@ head -c 200000 /dev/zero | tr '\0' 'a'`, marker)
 		return "no sandbox: " + err.Error(), false, nil
 	}
 	var bad []string
-	if _, err := os.Lstat(filepath.Join(os.TempDir(), marker)); err == nil {
-		os.Remove(filepath.Join(os.TempDir(), marker))
+	if _, err := os.Lstat(filepath.Join("/tmp", marker)); err == nil {
+		os.Remove(filepath.Join("/tmp", marker))
 		bad = append(bad, "the sandbox's /tmp is the host's")
 	}
 	for _, w := range []string{"tmp-failed", "tmp-uncapped", "dev-written"} {

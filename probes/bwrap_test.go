@@ -2,7 +2,9 @@ package probes
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,32 @@ func TestBwrapProbesFakeNoReadOnlyBinds(t *testing.T) {
 		if r := results[name]; !r.Pass {
 			t.Errorf("%s failed, though the fake honours its mechanism: %s", name, r.Observed)
 		}
+	}
+}
+
+// TestBwrapProbesTrustNoPlantedProgram: a bwrap that keeps the command's
+// capabilities fails the capability probe even when the caller's PATH
+// leads with a directory where a command planted a grep that prints
+// "no capabilities" and an unshare that fails: the probes run the host's
+// programs only.
+func TestBwrapProbesTrustNoPlantedProgram(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("without root a sandbox holds no capability to keep; the root run covers this")
+	}
+	fake := testenv.FakeBwrap(t, testenv.FakeNoCapDrop, "")
+	// Visible in the sandbox, unlike a directory under /tmp.
+	planted, err := os.MkdirTemp("/var/tmp", "cordon-planted-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(planted) })
+	os.WriteFile(filepath.Join(planted, "grep"), []byte("#!/bin/sh\nfor c in Inh Prm Eff Bnd Amb; do printf 'Cap%s:\\t0000000000000000\\n' $c; done\n"), 0o755)
+	os.WriteFile(filepath.Join(planted, "unshare"), []byte("#!/bin/sh\nexit 1\n"), 0o755)
+	env := []string{"PATH=" + planted + ":" + os.Getenv("PATH")}
+	results := runBwrapProbes(t, Config{Bwrap: fake, Environ: env})
+	if r := results["bwrap/no-capabilities"]; r.Pass {
+		t.Fatalf("the capability probe passed with capabilities kept: %s", r.Observed)
+	} else {
+		t.Logf("failed as it should: %s", r.Observed)
 	}
 }

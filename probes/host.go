@@ -45,8 +45,10 @@ func HostFacts(ctx context.Context, h harness.Config, bwrapBin string) evidence.
 	// identity): whether bubblewrap makes sandboxes is what the probes
 	// find out, and a wasm tool's run should not pay for a sandbox.
 	if facts, err := bwrap.NewEnforcer(bwrap.EnforcerConfig{Harness: h, Bwrap: bwrapBin, ProbeAtRun: true}).Facts(ctx); err == nil {
-		f.Bwrap = facts.Values["bwrap.version"]
+		f.Bwrap, f.BwrapPath = facts.Values["bwrap.version"], facts.Values["bwrap.path"]
 	}
+	sum := sha256.Sum256([]byte(h.String()))
+	f.Harness = "sha256:" + hex.EncodeToString(sum[:])
 	return f
 }
 
@@ -157,17 +159,17 @@ var (
 	binaryDone map[string]evidence.Binary
 )
 
-// BinaryOf returns the digest of the running executable. Hashing it costs
+// BinaryOf returns the digest of the running executable (the image this
+// process runs, not the file now at its path). Hashing it costs
 // milliseconds, so the digest is kept in cordon's per-user state
 // directory (outside every workspace and every sandbox), keyed by the
 // file's identity — device, inode, size, modification and change time,
 // which no one can set back without the change time moving — and reused
 // while that identity holds.
 func BinaryOf(stateDir string) (evidence.Binary, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return evidence.Binary{}, fmt.Errorf("cannot find cordon's own executable: %w", err)
-	}
+	// /proc/self/exe is the image that runs, even when the file at its
+	// path was replaced since (an upgrade while this process lives).
+	const exe = "/proc/self/exe"
 	binaryMu.Lock()
 	defer binaryMu.Unlock()
 	if b, ok := binaryDone[exe]; ok {

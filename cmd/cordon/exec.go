@@ -89,26 +89,26 @@ func runExec(e *env, args []string) int {
 	// dies before cordon exits.
 	ctx, intr := interruptible()
 	defer intr.stop()
+	if *receipt {
+		// The log opens before the run: a receipt that cannot be
+		// written stops the command before it runs.
+		if _, err := e.prover(); err != nil {
+			return e.fail(err)
+		}
+	}
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
 	res, err := rt.Run(ctx, p)
 	if err != nil {
 		return e.fail(err)
 	}
-	var entry *evidence.Entry
-	if *receipt {
-		en, err := e.runReceipt(ctx, "exec", p, res)
-		if err != nil {
-			return e.fail(err)
-		}
-		entry = &en
-	}
+	entry, receiptErr := e.recordRun(ctx, *receipt, "exec", p, res)
 	if e.json {
 		out := resultJSON(res)
-		addReceipt(out, entry)
+		addReceipt(out, entry, receiptErr)
 		e.printJSON(out)
 	} else {
-		defer printReceipt(e, entry)
+		defer printReceipt(e, entry, receiptErr)
 		fmt.Fprint(e.stdout, res.Stdout)
 		fmt.Fprint(e.stderr, res.Stderr)
 		if !res.Sandboxed {
@@ -232,18 +232,38 @@ func resultJSON(r runtime.Result) map[string]any {
 	return out
 }
 
+// recordRun appends the receipt of a run when asked to. The run has
+// happened: a receipt that cannot be written is reported beside its
+// result, never instead of it (the command's exit code still counts).
+func (e *env) recordRun(ctx context.Context, want bool, op string, p *admission.Prepared, res runtime.Result) (*evidence.Entry, error) {
+	if !want {
+		return nil, nil
+	}
+	en, err := e.runReceipt(ctx, op, p, res)
+	if err != nil {
+		return nil, err
+	}
+	return &en, nil
+}
+
 // addReceipt adds a run's receipt to its JSON: "receipt": {"sequence",
-// "digest", "file"}.
-func addReceipt(out map[string]any, entry *evidence.Entry) {
+// "digest", "file"}, or "receipt_error" when it could not be written.
+func addReceipt(out map[string]any, entry *evidence.Entry, err error) {
 	if entry != nil {
 		out["receipt"] = map[string]any{"sequence": entry.Sequence, "digest": entry.Digest, "file": entry.File}
 	}
+	if err != nil {
+		out["receipt_error"] = err.Error()
+	}
 }
 
-// printReceipt says where a run's receipt went.
-func printReceipt(e *env, entry *evidence.Entry) {
+// printReceipt says where a run's receipt went, or why it went nowhere.
+func printReceipt(e *env, entry *evidence.Entry, err error) {
 	if entry != nil {
 		fmt.Fprintf(e.stderr, "cordon: receipt #%d %s in %s\n", entry.Sequence, entry.Digest, entry.File)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "cordon: the run's receipt was not written: %v\n", err)
 	}
 }
 

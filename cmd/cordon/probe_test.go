@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,5 +209,28 @@ func TestPrivateKeyUnreachable(t *testing.T) {
 		if len(strings.TrimSpace(r.stdout)) != 0 {
 			t.Errorf("%v printed %q", args, r.stdout)
 		}
+	}
+}
+
+// TestReceiptFailureKeepsTheResult: a receipt that cannot be appended
+// after the command ran (a file planted beyond the log's head, by a tool
+// of an enclosing workspace say) is reported beside the result; the
+// command's output and exit code still come through.
+func TestReceiptFailureKeepsTheResult(t *testing.T) {
+	requireSandbox(t)
+	_, ws := fsWorkspace(t)
+	if r := cordon(t, "", "probe", "-w", ws, "--substrate", "workspace"); r.code != 0 {
+		t.Fatalf("probe: %+v", r)
+	}
+	n := len(evidenceFiles(t, ws))
+	os.WriteFile(filepath.Join(ws, harness.Default().EvidenceDir(), fmt.Sprintf("%08d.json", n+1)), []byte("junk\n"), 0o644)
+	r := cordon(t, "", "exec", "--json", "--receipt", "-w", ws, "--", "sh", "-c", "echo out; exit 7")
+	var res struct {
+		ExitCode     int    `json:"exit_code"`
+		Stdout       string `json:"stdout"`
+		ReceiptError string `json:"receipt_error"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 7 || res.ExitCode != 7 || res.Stdout != "out\n" || res.ReceiptError == "" {
+		t.Fatalf("exec --receipt with a log that refuses the append: %+v (%v)", r, err)
 	}
 }

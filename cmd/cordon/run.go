@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/cordon-run/cordon/admission"
-	"github.com/cordon-run/cordon/evidence"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 )
@@ -68,27 +67,25 @@ func runRun(e *env, args []string) int {
 		}
 		return e.fail(err)
 	}
+	if *receipt {
+		if _, err := e.prover(); err != nil { // before the run, as exec
+			return e.fail(err)
+		}
+	}
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
 	res, err := rt.Run(ctx, p)
 	if err != nil {
 		return e.fail(err)
 	}
-	var entry *evidence.Entry
-	if *receipt {
-		en, err := e.runReceipt(ctx, "run", p, res)
-		if err != nil {
-			return e.fail(err)
-		}
-		entry = &en
-	}
+	entry, receiptErr := e.recordRun(ctx, *receipt, "run", p, res)
 	if e.json {
 		out := resultJSON(res)
-		addReceipt(out, entry)
+		addReceipt(out, entry, receiptErr)
 		e.printJSON(out)
 		return intr.exitOf(res)
 	}
-	defer printReceipt(e, entry)
+	defer printReceipt(e, entry, receiptErr)
 	fmt.Fprint(e.stdout, res.Stdout)
 	fmt.Fprint(e.stderr, res.Stderr)
 	for _, l := range res.Log {

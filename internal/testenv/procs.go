@@ -99,6 +99,9 @@ const (
 	// binds of paths under a prefix writable: the namespaces are real,
 	// the protection of harness state and write-later paths is not.
 	FakeNoReadOnlyBinds = "no-read-only-binds"
+	// FakeNoCapDrop honours every option but --cap-drop: as root, the
+	// command keeps its capabilities.
+	FakeNoCapDrop = "no-cap-drop"
 )
 
 // FakeBwrap writes a program named bwrap (Python, run by /usr/bin/python3)
@@ -118,8 +121,8 @@ func FakeBwrap(t testing.TB, kind, prefix string) string {
 i = ARGS.index('--')
 os.execvp(ARGS[i+1], ARGS[i+1:])
 `
-	case FakeNoReadOnlyBinds:
-		body = fmt.Sprintf("PREFIX = %q.encode()\n", prefix) + `
+	case FakeNoReadOnlyBinds, FakeNoCapDrop:
+		body = fmt.Sprintf("PREFIX = %q.encode()\nDROPCAPS = %v\n", prefix, map[bool]string{true: "True", false: "False"}[kind == FakeNoCapDrop]) + `
 if '--args' not in ARGS:
     os.execv(REAL, [REAL] + ARGS)
 i = ARGS.index('--args')
@@ -134,7 +137,10 @@ os.close(fd)
 parts = data.split(b'\0')[:-1]
 out, j = [], 0
 while j < len(parts):
-    if parts[j] == b'--ro-bind' and parts[j+1].startswith(PREFIX):
+    if DROPCAPS and parts[j] == b'--cap-drop':
+        j += 2
+        continue
+    if not DROPCAPS and parts[j] == b'--ro-bind' and parts[j+1].startswith(PREFIX):
         out += [b'--bind', parts[j+1], parts[j+2]]
         j += 3
         continue
