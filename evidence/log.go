@@ -19,6 +19,7 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
 )
@@ -44,8 +45,9 @@ const (
 	lockTimeout = 30 * time.Second
 )
 
-// indexVersion is the version of the head and index file's format.
-const indexVersion = 1
+// indexVersion is the version of the head and index file's format: 2
+// since the head names the log's ID.
+const indexVersion = 2
 
 // Log is the hash-chained log of one workspace's receipts, written by one
 // signer. Its methods are safe for concurrent use, and several processes
@@ -53,15 +55,23 @@ const indexVersion = 1
 // lock in the trusted directory, and [Log.Verify] a shared one.
 type Log struct {
 	dir, trusted     string
+	root             *dirfd.Dir // the directory the log's path is walked from
+	rel              string     // the log directory below root
 	dirFd, trustedFd int
 	signer           *Signer
-	verifier         *verifier
+	verifier         *verifier // made on first use: see [Signer]
+	verifierOnce     sync.Once
 
 	// mu serializes the methods of this Log (its appends wait here before
 	// they wait for the file lock) and keeps Close from closing the
 	// descriptors under one of them.
 	mu     sync.Mutex
 	closed bool
+
+	// linked, when set (by tests), runs after an append linked its
+	// receipt and before it records the head; an error stops the append
+	// there, as a crash would.
+	linked func() error
 }
 
 // Entry is one receipt as it is in the log.
@@ -78,12 +88,17 @@ type Entry struct {
 	Statement Statement
 }
 
-// Head is where the log ends: its last receipt's sequence number, the
-// digest of its file and the digest of its payload. The trusted directory
-// holds the head of every append, so that [Verify] can tell a log whose
-// last receipts were deleted.
+// Head is which log this is and where it ends: the log's ID, its last
+// receipt's sequence number, the digest of its file and the digest of its
+// payload. The trusted directory holds the head of every append, so that
+// [Verify] can tell a log whose last receipts were deleted, and a receipt
+// of another log.
 type Head struct {
-	Sequence      int64  `json:"sequence"`
+	// Log is the log's ID, which every receipt of the log names: made at
+	// random when the log is begun (its first append), before its first
+	// receipt is written.
+	Log           string `json:"log"`
+	Sequence      int64  `json:"sequence"` // 0 for a log begun whose first receipt is not recorded yet
 	Digest        string `json:"digest"`
 	PayloadDigest string `json:"payload_digest"`
 }
@@ -109,7 +124,7 @@ type ProbeIndex struct {
 // probe name, each probe's latest receipt.
 type index struct {
 	Version int                   `json:"version"`
-	Log     string                `json:"log"` // the log directory it belongs to
+	Dir     string                `json:"dir"` // the log directory it belongs to
 	Head    Head                  `json:"head"`
 	Probes  map[string]ProbeIndex `json:"probes"`
 }
@@ -118,7 +133,7 @@ type index struct {
 // digest payload, the head, and indexes it when it is a probe's.
 func (x *index) record(st *Statement, digest, payload string) {
 	r := &st.Predicate
-	x.Head = Head{Sequence: r.Sequence, Digest: digest, PayloadDigest: payload}
+	x.Head = Head{Log: x.Head.Log, Sequence: r.Sequence, Digest: digest, PayloadDigest: payload}
 	if st.PredicateType != ProbePredicate || r.Probe == nil {
 		return
 	}
@@ -146,38 +161,57 @@ func (e *Error) Error() string { return fmt.Sprintf("evidence: %s %s: %v", e.Op,
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// OpenLog opens the log in dir (an absolute, clean path; cordon's is
-// <workspace>/.foundry/evidence), creating it (mode 0755) when missing,
-// whose receipts s signs. trustedDir is a directory only this user can
-// write, outside every workspace (created mode 0700 when missing): it holds
-// the lock every writer takes and the head and index of the log. A
-// sandboxed process can reach the log's directory, never this one: it
-// could lock a file there to stall every writer, or rewrite a head.
-//
-// A dir that is a symlink is refused, and so is a trusted directory that
-// is a symlink, belongs to another user, is open to others or holds the
-// head of another log.
+// OpenLog opens the log in dir (an absolute, clean path) as [OpenLogAt]
+// does, walking dir from the root directory: no component of dir may be a
+// symlink.
 func OpenLog(dir, trustedDir string, s *Signer) (*Log, error) {
-	if s == nil {
-		return nil, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.Invalid, "no signer")}
-	}
-	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-		return nil, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.Invalid, "the log directory is not an absolute, clean path")}
-	}
-	v, err := newVerifier(s.pub)
+	root, rel, err := splitAbs(dir)
 	if err != nil {
 		return nil, &Error{Op: "open", Path: dir, Err: err}
 	}
-	dfd, err := openLogDir(dir, true)
+	return OpenLogAt(root, rel, trustedDir, s)
+}
+
+// OpenLogAt opens the log in the directory rel (relative and clean;
+// cordon's is .foundry/evidence) below root (an absolute, clean path the
+// caller trusts; cordon's is the workspace it resolved), whose receipts s
+// signs. From root, which is opened as it is, each component of rel is
+// opened with openat(2) and O_NOFOLLOW|O_DIRECTORY, and one that is
+// missing is made (mode 0755) first: a symlink anywhere below root is
+// refused, not followed, whoever plants it and whenever.
+//
+// trustedDir is a directory only this user can write, outside every
+// workspace (created mode 0700 when missing): it holds the lock every
+// writer takes and the head and index of the log. A sandboxed process can
+// reach the log's directory, never this one: it could lock a file there to
+// stall every writer, or rewrite a head.
+//
+// A trusted directory that is a symlink, belongs to another user, is open
+// to others or holds the head of another log directory is refused.
+func OpenLogAt(root, rel, trustedDir string, s *Signer) (*Log, error) {
+	dir := filepath.Join(root, rel)
+	if s == nil {
+		return nil, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.Invalid, "no signer")}
+	}
+	if err := checkRootRel(root, rel); err != nil {
+		return nil, &Error{Op: "open", Path: dir, Err: err}
+	}
+	rd, err := dirfd.Open(root)
 	if err != nil {
+		return nil, &Error{Op: "open", Path: root, Err: err}
+	}
+	ld, err := openDirAt(rd, root, rel, true)
+	if err != nil {
+		rd.Close()
 		return nil, err
 	}
 	tfd, err := userdir.Ensure(trustedDir)
 	if err != nil {
-		unix.Close(dfd)
+		ld.Close()
+		rd.Close()
 		return nil, &Error{Op: "open", Path: trustedDir, Err: err}
 	}
-	l := &Log{dir: dir, trusted: trustedDir, dirFd: dfd, trustedFd: tfd, signer: s, verifier: v}
+	l := &Log{dir: dir, trusted: trustedDir, root: rd, rel: rel, dirFd: ld.Fd(), trustedFd: tfd, signer: s}
 	if _, err := l.readIndex(); err != nil {
 		l.Close()
 		return nil, err
@@ -206,51 +240,132 @@ func (l *Log) Close() error {
 	if e := unix.Close(l.trustedFd); err == nil {
 		err = e
 	}
+	if e := l.root.Close(); err == nil {
+		err = e
+	}
 	return err
 }
 
-// openLogDir opens the log directory dir without following a symlink at
-// its last component; with create, a missing one is made first (mode
-// 0755, with missing parents).
-func openLogDir(dir string, create bool) (int, error) {
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Open(dir, flags, 0)
-	if err == unix.ENOENT && create {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return -1, &Error{Op: "open", Path: dir, Err: fmt.Errorf("cannot create the log directory: %w", err)}
-		}
-		fd, err = unix.Open(dir, flags, 0)
+// splitAbs splits the absolute, clean path dir into the root directory
+// and the path below it.
+func splitAbs(dir string) (root, rel string, err error) {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || dir == string(filepath.Separator) {
+		return "", "", refusal.Errorf(refusal.Invalid, "the log directory is not an absolute, clean path below the root")
+	}
+	return string(filepath.Separator), dir[1:], nil
+}
+
+// checkRootRel checks the root and the relative path of a log directory.
+func checkRootRel(root, rel string) error {
+	if !filepath.IsAbs(root) || filepath.Clean(root) != root {
+		return refusal.Errorf(refusal.Invalid, "the directory the log is below (%s) is not an absolute, clean path", root)
+	}
+	if rel == "" || filepath.IsAbs(rel) || filepath.Clean(rel) != rel || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return refusal.Errorf(refusal.Invalid, "the log directory %q is not a relative, clean path below %s", rel, root)
+	}
+	return nil
+}
+
+// openDirAt opens the directory rel below the directory root (named
+// rootPath), one component at a time with O_NOFOLLOW|O_DIRECTORY; with
+// create, a missing component is made (mode 0755) first. A symlink or a
+// file on the way is refused with [refusal.UntrustedState]; without
+// create, a missing one matches [os.ErrNotExist].
+func openDirAt(root *dirfd.Dir, rootPath, rel string, create bool) (*dirfd.Dir, error) {
+	dir := filepath.Join(rootPath, rel)
+	d, err := root.OpenPath(filepath.ToSlash(rel), create, 0o755)
+	if err == nil {
+		return d, nil
+	}
+	at := dir
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		at = filepath.Clean(pe.Path)
+		err = pe.Err
 	}
 	switch {
-	case err == unix.ELOOP || err == unix.ENOTDIR:
-		return -1, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.UntrustedState, "refusing the log directory — it is a symlink or not a directory")}
-	case err == unix.ENOENT:
-		return -1, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.NotFound, "the log directory does not exist: %w", os.ErrNotExist)}
-	case err != nil:
-		return -1, &Error{Op: "open", Path: dir, Err: err}
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
+		return nil, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.UntrustedState, "refusing the log directory — %s is a symlink or not a directory", at)}
+	case errors.Is(err, unix.ENOENT):
+		return nil, &Error{Op: "open", Path: dir, Err: refusal.Errorf(refusal.NotFound, "the log directory does not exist (%s is missing): %w", at, os.ErrNotExist)}
+	case create:
+		return nil, &Error{Op: "open", Path: dir, Err: fmt.Errorf("cannot create the log directory (at %s): %w", at, err)}
 	}
-	return fd, nil
+	return nil, &Error{Op: "open", Path: dir, Err: fmt.Errorf("at %s: %w", at, err)}
+}
+
+// openLogRead opens the log directory rel below root to read it, as
+// openDirAt does without create; -1 when it (or root) is missing.
+func openLogRead(root, rel string) (int, error) {
+	dir := filepath.Join(root, rel)
+	if err := checkRootRel(root, rel); err != nil {
+		return -1, &Error{Op: "read", Path: dir, Err: err}
+	}
+	rd, err := dirfd.Open(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, &Error{Op: "read", Path: root, Err: err}
+	}
+	defer rd.Close()
+	d, err := openDirAt(rd, root, rel, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return d.Fd(), nil
+}
+
+// checkDir fails unless the log's directory descriptor is still the
+// directory its path names: one moved aside ([Reset]) or replaced since
+// the log was opened is not the log.
+func (l *Log) checkDir() error {
+	d, err := openDirAt(l.root, l.root.Name(), l.rel, false)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	var now, open unix.Stat_t
+	if err := unix.Fstat(d.Fd(), &now); err != nil {
+		return &Error{Op: "open", Path: l.dir, Err: err}
+	}
+	if err := unix.Fstat(l.dirFd, &open); err != nil {
+		return &Error{Op: "open", Path: l.dir, Err: err}
+	}
+	if now.Dev != open.Dev || now.Ino != open.Ino {
+		return &Error{Op: "open", Path: l.dir, Err: refusal.Errorf(refusal.UntrustedState, "the log directory was moved aside or replaced since the log was opened; open it again")}
+	}
+	return nil
 }
 
 // Append signs a receipt about subject with predicate type predicateType
 // ([ProbePredicate] or [RunPredicate]) and adds it to the end of the log.
-// It fills in r's Sequence, Previous and PreviousPayload, and its Time
-// when zero. The statement must be a valid in-toto Statement v1 (at least
-// one subject, each with a digest) and a valid receipt (the probe or the
-// run its predicate type names, a verdict): otherwise nothing is written
-// and the error matches [refusal.Invalid].
+// It fills in r's Log, Sequence, Previous and PreviousPayload, and its
+// Time when zero. The statement must be a valid in-toto Statement v1 (at
+// least one subject, each with a digest) and a valid receipt (the probe or
+// the run its predicate type names, a verdict): otherwise nothing is
+// written and the error matches [refusal.Invalid].
 //
 // The receipt is written to a temporary file, synced, and linked to its
 // name, which is never replaced; then the head is recorded in the trusted
 // directory. The log continues from the head the trusted directory
 // records, whatever was done to the files since: a receipt deleted or
 // replaced stays visible to [Verify] as a gap or a broken chain. A receipt
-// found beyond the head is adopted when this key signed it and it chains
-// to the head (an earlier append that stopped before it recorded the
-// head); anything else there is refused. A log without a head in the
-// trusted directory (a workspace moved, or this user's first append) is
-// adopted when every receipt in it verifies with this key, and refused
-// otherwise.
+// found beyond the head is adopted when this key signed it for this log
+// (it names the head's log ID) and it chains to the head (an earlier
+// append that stopped before it recorded the head); anything else there
+// is refused.
+//
+// The first append to a log begins it: with no head in the trusted
+// directory and nothing in the log directory, it makes the log's ID and
+// records it (a head at sequence 0) before it writes receipt 1. A log
+// directory that holds receipts, or other files, while the trusted
+// directory holds no head for it was not written here — it was copied or
+// moved there — and is refused with [refusal.UntrustedState]: [Reset]
+// moves it aside.
 func (l *Log) Append(subject []Subject, predicateType string, r Receipt) (Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -263,19 +378,23 @@ func (l *Log) Append(subject []Subject, predicateType string, r Receipt) (Entry,
 	}
 	defer unlock()
 
+	if err := l.checkDir(); err != nil {
+		return Entry{}, err
+	}
 	x, err := l.readIndex()
 	if err != nil {
 		return Entry{}, err
 	}
-	if x == nil {
-		if x, err = l.adopt(); err != nil {
+	begun := x == nil
+	if begun {
+		if x, err = l.begin(); err != nil {
 			return Entry{}, err
 		}
-	}
-	if err := l.catchUp(x); err != nil {
+	} else if err := l.catchUp(x); err != nil {
 		return Entry{}, err
 	}
 
+	r.Log = x.Head.Log
 	r.Sequence = x.Head.Sequence + 1
 	r.Previous, r.PreviousPayload = x.Head.Digest, x.Head.PayloadDigest
 	if r.Time.IsZero() {
@@ -298,8 +417,20 @@ func (l *Log) Append(subject []Subject, predicateType string, r Receipt) (Entry,
 	if len(data) > maxReceiptSize {
 		return Entry{}, &Error{Op: "append", Path: filepath.Join(l.dir, name), Err: refusal.Errorf(refusal.TooLarge, "the receipt is %d bytes, more than the limit of %d", len(data), maxReceiptSize)}
 	}
+	if begun {
+		// The ID is recorded before receipt 1 exists, so that an append
+		// that stops between the two leaves a receipt the next one adopts.
+		if err := l.writeIndex(x); err != nil {
+			return Entry{}, err
+		}
+	}
 	if err := l.write(name, data); err != nil {
 		return Entry{}, err
+	}
+	if l.linked != nil {
+		if err := l.linked(); err != nil {
+			return Entry{}, err
+		}
 	}
 	e := Entry{Sequence: r.Sequence, Digest: digestOf(data), File: name, Envelope: env, Statement: st}
 	x.record(&st, e.Digest, digestOf(body))
@@ -312,9 +443,13 @@ func (l *Log) Append(subject []Subject, predicateType string, r Receipt) (Entry,
 // lock takes the lock of the log's writers — exclusive (unix.LOCK_EX) to
 // append, shared (unix.LOCK_SH) to read the log and its head as one —
 // waiting at most lockTimeout, and returns the function that releases it.
-func (l *Log) lock(how int) (func(), error) {
-	path := filepath.Join(l.trusted, lockName)
-	fd, err := unix.Openat(l.trustedFd, lockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+func (l *Log) lock(how int) (func(), error) { return lockAt(l.trustedFd, l.trusted, how) }
+
+// lockAt takes the writers' lock in the trusted directory tfd (named
+// trusted) as [Log.lock] does.
+func lockAt(tfd int, trusted string, how int) (func(), error) {
+	path := filepath.Join(trusted, lockName)
+	fd, err := unix.Openat(tfd, lockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, &Error{Op: "lock", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "cannot open the lock file: %w", err)}
 	}
@@ -380,7 +515,8 @@ func (l *Log) write(name string, data []byte) error {
 }
 
 // catchUp adopts the receipts found beyond x's head that this key signed
-// and that chain to it, and refuses anything else there.
+// for this log (they name its ID) and that chain to it, and refuses
+// anything else there.
 func (l *Log) catchUp(x *index) error {
 	for i := 0; ; i++ {
 		next := x.Head.Sequence + 1
@@ -393,29 +529,40 @@ func (l *Log) catchUp(x *index) error {
 		if i == maxAdopt {
 			return &Error{Op: "append", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "more than %d receipts lie beyond the head the trusted directory %s records (receipt %d); run 'cordon evidence verify'", maxAdopt, l.trusted, x.Head.Sequence)}
 		}
-		rec := l.verifier.inspect(next, name, data, err)
-		if rec.problem != nil || rec.st.Predicate.Sequence != next || rec.st.Predicate.Previous != x.Head.Digest {
+		rec := l.verify().inspect(next, name, data, err)
+		if rec.problem == nil && rec.st.Predicate.Log != x.Head.Log {
+			return &Error{Op: "append", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the file lies beyond the head of the log (receipt %d) and is a receipt of another log (%s, not %s): it was copied here; run 'cordon evidence verify'", x.Head.Sequence, rec.st.Predicate.Log, x.Head.Log)}
+		}
+		if rec.problem != nil || rec.st.Predicate.Sequence != next || rec.st.Predicate.Previous != x.Head.Digest || rec.st.Predicate.PreviousPayload != x.Head.PayloadDigest {
 			return &Error{Op: "append", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the file lies beyond the head of the log (receipt %d) and is not a receipt of this key chained to it: the log was written without its lock, or tampered with; run 'cordon evidence verify'", x.Head.Sequence)}
 		}
 		x.record(rec.st, rec.digest, rec.payloadDigest)
 	}
 }
 
-// adopt makes the index of a log the trusted directory has no head for:
-// an empty index for an empty log, the index of its receipts when all of
-// them verify with this key and chain, and an error otherwise.
-func (l *Log) adopt() (*index, error) {
-	x := &index{Version: indexVersion, Log: l.dir, Probes: map[string]ProbeIndex{}}
-	recs, rep := l.verifier.scan(l.dirFd, l.dir, nil)
-	if !rep.OK {
+// begin makes the index of a new log, with a new ID, for a log directory
+// the trusted directory has no head for; it refuses a log directory that
+// holds anything but a writer's temporary files. Nothing is written.
+func (l *Log) begin() (*index, error) {
+	names, err := listDir(l.dirFd, l.dir)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(names.receipts); n > 0 {
 		return nil, &Error{Op: "append", Path: l.dir, Err: refusal.Errorf(refusal.UntrustedState,
-			"the trusted directory %s holds no head for this log, and the log does not verify with this key (%s): %s; move the log aside to start a new one",
-			l.trusted, l.signer.keyID, rep.First)}
+			"the log holds %d receipts, but the trusted directory %s holds no head for it: the log was not written by cordon for this workspace on this machine (it was copied or moved here); move it aside with 'cordon evidence reset' to start a new log",
+			n, l.trusted)}
 	}
-	for _, rec := range recs {
-		x.record(rec.st, rec.digest, rec.payloadDigest)
+	if len(names.others) > 0 {
+		return nil, &Error{Op: "append", Path: l.dir, Err: refusal.Errorf(refusal.UntrustedState,
+			"the log directory holds files that are not receipts (%s), and the trusted directory %s holds no head for it; move it aside with 'cordon evidence reset' to start a new log",
+			strings.Join(names.others, ", "), l.trusted)}
 	}
-	return x, nil
+	id, err := newLogID()
+	if err != nil {
+		return nil, &Error{Op: "append", Path: l.dir, Err: fmt.Errorf("cannot make the log's ID: %w", err)}
+	}
+	return &index{Version: indexVersion, Dir: l.dir, Head: Head{Log: id}, Probes: map[string]ProbeIndex{}}, nil
 }
 
 // Verify verifies the log with its signer's public key and the head the
@@ -432,19 +579,29 @@ func (l *Log) Verify() Report {
 		return failed(Problem{Kind: Unreadable, Message: "cannot verify: " + err.Error()})
 	}
 	defer unlock()
+	if err := l.checkDir(); err != nil {
+		return failed(Problem{Kind: Unreadable, Message: "cannot verify: " + err.Error()})
+	}
 	x, err := l.readIndex()
 	if err != nil {
 		return failed(Problem{Kind: Unreadable, File: indexName, Message: "cannot verify: " + err.Error()})
 	}
-	var h *Head
 	if x != nil {
-		h = &x.Head
+		_, rep := l.verify().scan(l.dirFd, l.dir, &x.Head)
+		return rep
 	}
-	return Verify(l.dir, l.signer.pub, h)
+	_, rep := l.verify().scan(l.dirFd, l.dir, nil)
+	if rep.Count > 0 {
+		rep.prepend(Problem{Kind: NoHead, Message: fmt.Sprintf(
+			"the trusted directory %s holds no head for this log of %d receipts: cordon never wrote it here — it was copied or moved from another workspace or machine, and its end and origin cannot be checked; move it aside with 'cordon evidence reset', or verify a copy with --key",
+			l.trusted, rep.Count)})
+	}
+	return rep
 }
 
 // Head returns the head the trusted directory records, nil when there is
-// none (nothing was appended to this log through it).
+// none (nothing was appended to this log through it); a head at sequence 0
+// is a log begun whose first receipt is not recorded yet.
 func (l *Log) Head() (*Head, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -477,7 +634,8 @@ func (l *Log) LatestProbe(name string) (ProbeIndex, bool, error) {
 }
 
 // ReadHead returns the head that trustedDir records for the log in dir,
-// nil when it records none: what [Verify] checks the log's end against.
+// nil when it records none: what [Verify] checks the log's ID and end
+// against.
 // Read while another process appends, the head and the files may be a
 // receipt apart; [Log.Verify] holds the writers' lock for both.
 func ReadHead(dir, trustedDir string) (*Head, error) {
@@ -515,10 +673,14 @@ func readIndex(tfd int, trusted, dir string) (*index, error) {
 		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head of the log does not parse: %w", err)}
 	}
 	switch {
+	case x.Version == 1:
+		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head was written by an earlier cordon, whose receipts name no log; move the log and its head aside with 'cordon evidence reset' to start a new log")}
 	case x.Version != indexVersion:
 		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head's format is version %d, not %d", x.Version, indexVersion)}
-	case x.Log != dir:
-		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head belongs to the log %s, not %s", x.Log, dir)}
+	case x.Dir != dir:
+		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head belongs to the log %s, not %s", x.Dir, dir)}
+	case !validLogID(x.Head.Log):
+		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head names no log ID (%q)", x.Head.Log)}
 	case x.Head.Sequence < 0 || (x.Head.Sequence > 0) != (x.Head.Digest != ""):
 		return nil, &Error{Op: "read", Path: path, Err: refusal.Errorf(refusal.UntrustedState, "the head (receipt %d, %q) is not a log's end", x.Head.Sequence, x.Head.Digest)}
 	}
@@ -565,17 +727,30 @@ func (l *Log) writeIndex(x *index) error {
 	return nil
 }
 
-// ReadLog reads the receipts in dir in sequence order without verifying
-// them (see [Verify]): for listing and showing. A missing dir is an empty
-// log. Files it cannot read as receipts are left out, and the error
-// (non-nil then) names each; names that are not receipts are ignored.
+// ReadLog reads the receipts in dir (an absolute, clean path, no
+// component of it a symlink) as [ReadLogAt] does.
 func ReadLog(dir string) ([]Entry, error) {
-	fd, err := openLogDir(dir, false)
+	root, rel, err := splitAbs(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
+		return nil, &Error{Op: "read", Path: dir, Err: err}
+	}
+	return ReadLogAt(root, rel)
+}
+
+// ReadLogAt reads the receipts in the log directory rel below root (as
+// [OpenLogAt] walks it, creating nothing) in sequence order without
+// verifying them (see [Verify]): for listing and showing. A missing
+// directory is an empty log. Files it cannot read as receipts are left
+// out, and the error (non-nil then) names each; names that are not
+// receipts are ignored.
+func ReadLogAt(root, rel string) ([]Entry, error) {
+	dir := filepath.Join(root, rel)
+	fd, err := openLogRead(root, rel)
+	if err != nil {
 		return nil, err
+	}
+	if fd < 0 {
+		return nil, nil
 	}
 	defer unix.Close(fd)
 	names, err := listDir(fd, dir)
@@ -750,4 +925,16 @@ func readFileLimit(dirFd int, name string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("more than the limit of %d bytes", max)
 	}
 	return data, nil
+}
+
+// verify returns the log's verifier, made on first use.
+func (l *Log) verify() *verifier {
+	l.verifierOnce.Do(func() {
+		v, err := newVerifier(l.signer.Public())
+		if err != nil {
+			panic("evidence: a signer's public key does not make a verifier: " + err.Error()) // 32 bytes always do
+		}
+		l.verifier = v
+	})
+	return l.verifier
 }

@@ -89,10 +89,21 @@ func mustSigner(t testing.TB, b byte) *Signer {
 }
 
 // logDirs returns a log directory (as cordon lays it out, in a workspace)
-// and a trusted directory under a fresh temporary directory.
+// and a trusted directory under a fresh temporary directory, resolved:
+// OpenLog follows no symlink on the way.
 func logDirs(t testing.TB) (dir, trusted string) {
-	root := t.TempDir()
+	root := tempDir(t)
 	return filepath.Join(root, "ws", ".foundry", "evidence"), filepath.Join(root, "state", "evidence", "0123456789abcdef")
+}
+
+// tempDir is t.TempDir() with its symlinks resolved.
+func tempDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func openLog(t testing.TB, dir, trusted string, s *Signer) *Log {
@@ -200,8 +211,13 @@ func TestAppendLayout(t *testing.T) {
 		prev, prevPayload = e.Digest, digestOf(body)
 	}
 	h := head(t, l)
-	if h == nil || *h != (Head{Sequence: 3, Digest: prev, PayloadDigest: prevPayload}) {
-		t.Errorf("Head() = %+v, want receipt 3 %s %s", h, prev, prevPayload)
+	if h == nil || !validLogID(h.Log) || *h != (Head{Log: h.Log, Sequence: 3, Digest: prev, PayloadDigest: prevPayload}) {
+		t.Fatalf("Head() = %+v, want a log ID and receipt 3 %s %s", h, prev, prevPayload)
+	}
+	for _, e := range entries {
+		if e.Statement.Predicate.Log != h.Log {
+			t.Errorf("receipt %d names the log %q, the head %q", e.Sequence, e.Statement.Predicate.Log, h.Log)
+		}
 	}
 	names, _ := os.ReadDir(l.Dir())
 	if len(names) != 3 {
@@ -394,34 +410,226 @@ func TestAppendRefusesForeignReceiptBeyondHead(t *testing.T) {
 	}
 }
 
-// TestAppendAdoptsHeadlessLog: a log that the trusted directory holds no
-// head for (a workspace moved) is continued when it verifies with this
-// key, and refused when it does not.
-func TestAppendAdoptsHeadlessLog(t *testing.T) {
+// TestAppendRefusesTransplantedLog: genuine receipts copied into a
+// workspace that never had a log — by a sandboxed tool of an enclosing
+// workspace, which can write sub/.foundry — are not adopted: the append
+// is refused and writes nothing, the trusted verification reports that
+// the log has no head, and only a verification with the key alone (of a
+// copy, elsewhere) passes, noting what it cannot check. A log moved with
+// its workspace, and a log of another key, are refused alike.
+func TestAppendRefusesTransplantedLog(t *testing.T) {
 	s := mustSigner(t, 1)
 	dir, trusted := logDirs(t)
 	appendN(t, openLog(t, dir, trusted, s), 3)
 
-	moved := openLog(t, dir, filepath.Join(t.TempDir(), "new-trusted"), s)
-	if h := head(t, moved); h != nil {
-		t.Fatalf("a new trusted directory has a head: %+v", h)
-	}
-	e := appendN(t, moved, 1)[0]
-	if e.Sequence != 4 {
-		t.Errorf("the headless log continued at %d, want 4", e.Sequence)
-	}
-	if p, ok, _ := moved.LatestProbe("p/3"); !ok || p.Sequence != 3 {
-		t.Errorf("adopting did not index the log's probes: %+v %v", p, ok)
-	}
-	if rep := Verify(dir, s.Public(), head(t, moved)); !rep.OK || rep.Count != 4 {
-		t.Errorf("Verify = %+v", rep)
+	sub := filepath.Join(filepath.Dir(filepath.Dir(dir)), "sub")
+	subDir := filepath.Join(sub, ".foundry", "evidence")
+	copyDir(t, dir, subDir)
+	for _, tc := range []struct {
+		name string
+		s    *Signer
+	}{{"the same key", s}, {"another key", mustSigner(t, 2)}} {
+		l := openLog(t, subDir, filepath.Join(tempDir(t), "trusted-"+tc.s.KeyID()[:8]), tc.s)
+		subj, pt, r := probeReceipt("x", Pass)
+		_, err := l.Append(subj, pt, r)
+		if !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "not written by cordon for this workspace on this machine") || !strings.Contains(err.Error(), "cordon evidence reset") {
+			t.Errorf("%s: Append to a transplanted log = %v, want UntrustedState saying it was not written here and how to move it aside", tc.name, err)
+		}
+		if names, _ := os.ReadDir(subDir); len(names) != 3 {
+			t.Errorf("%s: the refused append left %d files", tc.name, len(names))
+		}
+		if h := head(t, l); h != nil {
+			t.Errorf("%s: the refused append recorded a head: %+v", tc.name, h)
+		}
+		if tc.s != s {
+			continue
+		}
+		rep := l.Verify()
+		if rep.OK || rep.First == nil || rep.First.Kind != NoHead || rep.Count != 3 || !strings.Contains(rep.First.Message, "never wrote it here") {
+			t.Errorf("Log.Verify of a transplanted log = %+v, want %s first", rep, NoHead)
+		}
+		rep = Verify(subDir, s.Public(), nil)
+		if !rep.OK || len(rep.Notes) == 0 || !strings.Contains(rep.Notes[0], "nor whether the log was written for the workspace") {
+			t.Errorf("Verify with the key alone = %+v, want OK with a note that origin and end cannot be checked", rep)
+		}
 	}
 
-	stranger := openLog(t, dir, filepath.Join(t.TempDir(), "stranger"), mustSigner(t, 2))
-	subj, pt, r := probeReceipt("x", Pass)
-	if _, err := stranger.Append(subj, pt, r); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "foreign-key") {
-		t.Errorf("another key's Append to a headless log = %v, want UntrustedState naming the foreign key", err)
+	// An empty log without a head is only nothing written yet.
+	empty := openLog(t, filepath.Join(tempDir(t), "ws", ".foundry", "evidence"), filepath.Join(tempDir(t), "trusted"), s)
+	if rep := empty.Verify(); !rep.OK || rep.Count != 0 {
+		t.Errorf("Log.Verify of an empty log = %+v", rep)
 	}
+	// A file that is no receipt, in a log without a head, is refused too.
+	writeFile(t, filepath.Join(empty.Dir(), "notes.txt"), []byte("hi"))
+	subj, pt, r := probeReceipt("x", Pass)
+	if _, err := empty.Append(subj, pt, r); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "notes.txt") {
+		t.Errorf("Append to a headless log holding notes.txt = %v", err)
+	}
+}
+
+// copyDir copies the regular files of from into a new directory to.
+func copyDir(t testing.TB, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(from, n.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, n.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// spliced signs, with s, receipt n+1 for the log id chained to receipt n
+// of l — what a copy of l that went on under another ID would hold —
+// and writes it into l.
+func spliced(t *testing.T, l *Log, s *Signer, id string, n int64) {
+	t.Helper()
+	prev := readFile(t, file(l, n))
+	_, body, st, err := parseReceipt(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Predicate.Log, st.Predicate.Sequence = id, n+1
+	st.Predicate.Previous, st.Predicate.PreviousPayload = digestOf(prev), digestOf(body)
+	env, _, err := s.sign(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEnvelope(t, file(l, n+1), env)
+}
+
+// TestAppendRefusesReceiptOfAnotherLog: a receipt beyond the head that
+// this key signed and that chains to the head, but for another log, is
+// not adopted, and Verify names it; the same receipt for this log is.
+func TestAppendRefusesReceiptOfAnotherLog(t *testing.T) {
+	l := newLog(t)
+	appendN(t, l, 3)
+	h := head(t, l)
+	other, err := newLogID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spliced(t, l, l.signer, other, 3)
+	before := readFile(t, filepath.Join(l.TrustedDir(), indexName))
+
+	subj, pt, r := probeReceipt("x", Pass)
+	if _, err := l.Append(subj, pt, r); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "another log") {
+		t.Errorf("Append over a receipt of another log = %v, want UntrustedState naming another log", err)
+	}
+	if after := readFile(t, filepath.Join(l.TrustedDir(), indexName)); !bytes.Equal(before, after) {
+		t.Error("the refused append changed the head")
+	}
+	for _, hd := range []*Head{h, nil} {
+		rep := Verify(l.Dir(), l.signer.Public(), hd)
+		if rep.OK || rep.First.Kind != ForeignLog || rep.First.Sequence != 4 || !strings.Contains(rep.First.Message, other) {
+			t.Errorf("Verify (head %v) = %+v, want receipt 4 reported as %s", hd != nil, rep, ForeignLog)
+		}
+	}
+	if rep := l.Verify(); rep.OK || rep.First.Kind != ForeignLog {
+		t.Errorf("Log.Verify = %+v, want %s", rep, ForeignLog)
+	}
+
+	spliced(t, l, l.signer, h.Log, 3) // as an append that stopped before its head leaves it
+	if e := appendN(t, l, 1)[0]; e.Sequence != 5 {
+		t.Errorf("the append after a receipt of this log is receipt %d, want 5", e.Sequence)
+	}
+	if rep := l.Verify(); !rep.OK {
+		t.Errorf("Log.Verify = %+v", rep)
+	}
+}
+
+// TestAppendAdoptsUnrecordedFirstReceipt: the first append records the
+// log's ID (a head at 0) before it writes receipt 1, so that one which
+// stops after it linked receipt 1 and before it recorded its head leaves
+// a log the next append continues, not a log without a head.
+func TestAppendAdoptsUnrecordedFirstReceipt(t *testing.T) {
+	l := newLog(t)
+	crash := errors.New("stopped")
+	l.linked = func() error { return crash }
+	subj, pt, r := probeReceipt("first", Pass)
+	if _, err := l.Append(subj, pt, r); err != crash {
+		t.Fatalf("Append with a crash after the link = %v", err)
+	}
+	l.linked = nil
+	h := head(t, l)
+	if h == nil || h.Sequence != 0 || !validLogID(h.Log) {
+		t.Fatalf("the head after the first append stopped: %+v", h)
+	}
+	first, err := os.ReadFile(file(l, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := appendN(t, l, 1)[0]
+	if e.Sequence != 2 || e.Statement.Predicate.Previous != digestOf(first) || e.Statement.Predicate.Log != h.Log {
+		t.Errorf("the append after an unrecorded receipt 1 is %d after %s in %s", e.Sequence, e.Statement.Predicate.Previous, e.Statement.Predicate.Log)
+	}
+	if p, ok, _ := l.LatestProbe("first"); !ok || p.Sequence != 1 {
+		t.Errorf("the adopted receipt 1 is not indexed: %+v %v", p, ok)
+	}
+	if rep := l.Verify(); !rep.OK || rep.Count != 2 {
+		t.Errorf("Log.Verify = %+v", rep)
+	}
+}
+
+// TestAppendRefusesMovedDir: a log directory moved away and replaced
+// after the log was opened — by a tool of an enclosing workspace, or a
+// reset — is refused: the append does not go on in the directory moved
+// away, which the path no longer names.
+func TestAppendRefusesMovedDir(t *testing.T) {
+	l := newLog(t)
+	appendN(t, l, 2)
+	if err := os.Rename(l.Dir(), l.Dir()+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(l.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	subj, pt, r := probeReceipt("x", Pass)
+	if _, err := l.Append(subj, pt, r); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "moved aside or replaced") {
+		t.Errorf("Append after the directory was replaced = %v, want UntrustedState", err)
+	}
+	if names, _ := os.ReadDir(l.Dir() + ".moved"); len(names) != 2 {
+		t.Errorf("the directory moved away holds %d files, want the 2 receipts", len(names))
+	}
+	if rep := l.Verify(); rep.OK || !strings.Contains(rep.First.Message, "moved aside or replaced") {
+		t.Errorf("Log.Verify after the directory was replaced = %+v", rep)
+	}
+}
+
+// TestOpenLogRefusesOldHead: the head of an earlier format, whose
+// receipts name no log, is refused with the way out; Reset moves it.
+func TestOpenLogRefusesOldHead(t *testing.T) {
+	dir, trusted := logDirs(t)
+	l := openLog(t, dir, trusted, mustSigner(t, 1))
+	appendN(t, l, 1)
+	writeFile(t, filepath.Join(trusted, indexName), []byte(`{"version":1,"log":"`+dir+`","head":{"sequence":1,"digest":"sha256:00"},"probes":{}}`))
+	if _, err := OpenLog(dir, trusted, mustSigner(t, 1)); !errors.Is(err, refusal.UntrustedState) || !strings.Contains(err.Error(), "cordon evidence reset") {
+		t.Errorf("OpenLog with a version 1 head = %v", err)
+	}
+	root, rel := splitWorkspace(dir)
+	if m, err := Reset(root, rel, trusted); err != nil || m.Head == "" || m.Dir == "" {
+		t.Fatalf("Reset = %+v, %v", m, err)
+	}
+	l = openLog(t, dir, trusted, mustSigner(t, 1))
+	if e := appendN(t, l, 1)[0]; e.Sequence != 1 {
+		t.Errorf("the first append after the reset is receipt %d", e.Sequence)
+	}
+}
+
+// splitWorkspace splits a log directory as logDirs makes it into its
+// workspace and ".foundry/evidence".
+func splitWorkspace(dir string) (ws, rel string) {
+	ws = filepath.Dir(filepath.Dir(dir))
+	return ws, filepath.Join(".foundry", "evidence")
 }
 
 // TestAppendContinuesFromHead: after receipts are deleted from the end,

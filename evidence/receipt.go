@@ -1,10 +1,12 @@
 package evidence
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -45,10 +47,15 @@ type Subject struct {
 
 // Receipt is the predicate of every receipt: who wrote it (cordon's
 // binary, on which host), when, the verdict, and either a probe or a run.
-// Sequence and Previous chain it to the receipt before it in its log;
-// PreviousPayload lets [Verify] tell, of a receipt whose signature does
-// not verify, whether its payload or its signature was edited.
+// Log names the log it was written for, Sequence and Previous chain it to
+// the receipt before it there; PreviousPayload lets [Verify] tell, of a
+// receipt whose signature does not verify, whether its payload or its
+// signature was edited.
 type Receipt struct {
+	// Log is the ID of the log the receipt was written for (32 hex
+	// digits, made at random when the log was begun, kept in its head):
+	// a receipt copied into another log, by the same key, names another.
+	Log             string    `json:"log"`
 	Sequence        int64     `json:"sequence"`                   // 1 for the first receipt of a log
 	Previous        string    `json:"previous,omitempty"`         // "sha256:..." of the previous receipt's file
 	PreviousPayload string    `json:"previous_payload,omitempty"` // "sha256:..." of the previous receipt's payload (its statement's JSON)
@@ -130,6 +137,28 @@ type Run struct {
 	DurationMS    float64             `json:"duration_ms"`
 }
 
+// logIDSize is the number of random bytes of a log's ID.
+const logIDSize = 16
+
+// newLogID returns a new log ID: logIDSize random bytes in hex.
+func newLogID() (string, error) {
+	var b [logIDSize]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// validLogID reports whether id is a log ID as newLogID makes them:
+// 2*logIDSize lowercase hex digits.
+func validLogID(id string) bool {
+	if len(id) != 2*logIDSize || strings.ToLower(id) != id {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
 // digestOf returns "sha256:" and the hex SHA-256 of data, the form of
 // every digest a receipt holds.
 func digestOf(data []byte) string {
@@ -191,6 +220,9 @@ func (st *Statement) validate() error {
 		}
 	default:
 		return fmt.Errorf("its predicate type %q is not %s or %s", st.PredicateType, ProbePredicate, RunPredicate)
+	}
+	if !validLogID(r.Log) {
+		return fmt.Errorf("it names no log: its log ID is %q, not %d hex digits", r.Log, 2*logIDSize)
 	}
 	if r.Sequence < 1 {
 		return fmt.Errorf("its sequence is %d; receipts are numbered from 1", r.Sequence)

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -14,6 +15,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
@@ -26,10 +28,17 @@ const pemType = "PUBLIC KEY"
 
 // Signer signs receipts with an ed25519 key.
 type Signer struct {
+	// The key is derived on first use: the first ed25519 operation of a
+	// process costs milliseconds (Go builds its base-point tables), and a
+	// run that finds fresh evidence in the index signs and verifies
+	// nothing.
+	seed  []byte
+	once  sync.Once
 	priv  ed25519.PrivateKey
 	pub   ed25519.PublicKey
 	keyID string
 	env   *dsse.EnvelopeSigner
+	err   error
 }
 
 // NewSigner returns the signer whose ed25519 key is derived from seed
@@ -39,22 +48,25 @@ func NewSigner(seed []byte) (*Signer, error) {
 	if len(seed) != ed25519.SeedSize {
 		return nil, refusal.Errorf(refusal.Invalid, "evidence: an ed25519 seed is %d bytes, not %d", ed25519.SeedSize, len(seed))
 	}
-	priv := ed25519.NewKeyFromSeed(seed)
-	pub := priv.Public().(ed25519.PublicKey)
-	s := &Signer{priv: priv, pub: pub, keyID: KeyID(pub)}
-	env, err := dsse.NewEnvelopeSigner(dsseSigner{s})
-	if err != nil {
-		return nil, err
-	}
-	s.env = env
-	return s, nil
+	return &Signer{seed: bytes.Clone(seed)}, nil
+}
+
+// derive makes the key from the seed, once.
+func (s *Signer) derive() error {
+	s.once.Do(func() {
+		s.priv = ed25519.NewKeyFromSeed(s.seed)
+		s.pub = s.priv.Public().(ed25519.PublicKey)
+		s.keyID = KeyID(s.pub)
+		s.env, s.err = dsse.NewEnvelopeSigner(dsseSigner{s})
+	})
+	return s.err
 }
 
 // Public returns the signer's public key.
-func (s *Signer) Public() ed25519.PublicKey { return s.pub }
+func (s *Signer) Public() ed25519.PublicKey { s.derive(); return s.pub }
 
 // KeyID returns the signer's key ID, [KeyID] of its public key.
-func (s *Signer) KeyID() string { return s.keyID }
+func (s *Signer) KeyID() string { s.derive(); return s.keyID }
 
 // KeyID is the key ID of pub as receipts name it in their signature:
 // the hex SHA-256 of the raw 32-byte public key.
@@ -67,6 +79,9 @@ func KeyID(pub ed25519.PublicKey) string {
 // [PayloadType]. It returns the envelope and its payload, the statement's
 // JSON.
 func (s *Signer) sign(st Statement) (dsse.Envelope, []byte, error) {
+	if err := s.derive(); err != nil {
+		return dsse.Envelope{}, nil, err
+	}
 	st.Type = StatementType
 	body, err := json.Marshal(st)
 	if err != nil {

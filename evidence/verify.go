@@ -2,9 +2,8 @@ package evidence
 
 import (
 	"crypto/ed25519"
-	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +47,16 @@ const (
 	Inserted Kind = "inserted"
 	// Replaced: the receipt at the head is not the one the head records.
 	Replaced Kind = "replaced"
+	// ForeignLog: a receipt this key signed for another log: it names
+	// another log ID than the head (or, without a head, than the first
+	// receipt) — copied or spliced in from another log.
+	ForeignLog Kind = "foreign-log"
+	// NoHead: the log holds receipts but the trusted directory holds no
+	// head for it: cordon never wrote it here (it was copied or moved
+	// from another workspace or machine), so neither its end nor its
+	// origin can be checked. Only [Log.Verify] reports it; [Verify]
+	// without a head notes what it cannot check instead.
+	NoHead Kind = "no-head"
 )
 
 // Problem is what is wrong with one receipt of a log.
@@ -61,6 +70,9 @@ type Problem struct {
 func (p *Problem) String() string {
 	if p == nil {
 		return "no problem"
+	}
+	if p.File == "" {
+		return fmt.Sprintf("%s: %s", p.Kind, p.Message)
 	}
 	return fmt.Sprintf("%s: %s: %s", p.File, p.Kind, p.Message)
 }
@@ -86,37 +98,56 @@ type Report struct {
 // maxProblems bounds the problems a report lists.
 const maxProblems = 1000
 
-// Verify checks the log in dir against the public key pub, receipt by
-// receipt in sequence order: each file is named "%08d.json", is a DSSE
-// envelope of type [PayloadType] with exactly one signature, by pub's
-// key, that verifies; its payload is an in-toto Statement v1 that is a
-// valid receipt; its sequence number is its file's; the numbers run from 1
-// with no gap; and each receipt's Previous is the digest of the file
-// before it. A file in the directory that is not a receipt is a problem
-// too; a writer's temporary file is noted and ignored.
+// prepend makes p the report's first problem.
+func (r *Report) prepend(p Problem) {
+	r.Problems = append([]Problem{p}, r.Problems...)
+	r.First = &r.Problems[0]
+	r.OK = false
+}
+
+// Verify verifies the log in dir (an absolute, clean path, no component
+// of it a symlink) as [VerifyAt] does.
+func Verify(dir string, pub ed25519.PublicKey, head *Head) Report {
+	root, rel, err := splitAbs(dir)
+	if err != nil {
+		return failed(Problem{Kind: Unreadable, Message: "cannot verify " + dir + ": " + err.Error()})
+	}
+	return VerifyAt(root, rel, pub, head)
+}
+
+// VerifyAt checks the log in the directory rel below root (walked as
+// [OpenLogAt] walks it, creating nothing) against the public key pub,
+// receipt by receipt in sequence order: each file is named "%08d.json",
+// is a DSSE envelope of type [PayloadType] with exactly one signature, by
+// pub's key, that verifies; its payload is an in-toto Statement v1 that is
+// a valid receipt; its sequence number is its file's; every receipt names
+// the same log ID; the numbers run from 1 with no gap; and each receipt's
+// Previous is the digest of the file before it. A file in the directory
+// that is not a receipt is a problem too; a writer's temporary file is
+// noted and ignored.
 //
 // head is the head the trusted directory records ([ReadHead],
-// [Log.Head]); with it, the log must end exactly there: ending earlier is
+// [Log.Head]); with it, every receipt must name the head's log ID (else
+// [ForeignLog]) and the log must end exactly there: ending earlier is
 // [Truncated], going on past it is [Inserted]. Without it (nil: verifying
 // a log copied from another machine), receipts deleted from the end of the
-// log cannot be detected, and the report's notes say so.
+// log cannot be detected, nor whether the log was written for the
+// workspace it is in, and the report's notes say so.
 //
-// A missing dir is an empty log.
-func Verify(dir string, pub ed25519.PublicKey, head *Head) Report {
+// A missing directory is an empty log.
+func VerifyAt(root, rel string, pub ed25519.PublicKey, head *Head) Report {
 	v, err := newVerifier(pub)
 	if err != nil {
 		return failed(Problem{Kind: Unreadable, Message: "cannot verify: " + err.Error()})
 	}
-	fd, err := openLogDir(dir, false)
-	if errors.Is(err, os.ErrNotExist) {
-		fd = -1
-	} else if err != nil {
+	fd, err := openLogRead(root, rel)
+	if err != nil {
 		return failed(Problem{Kind: Unreadable, Message: "cannot verify: " + err.Error()})
 	}
 	if fd >= 0 {
 		defer unix.Close(fd)
 	}
-	_, rep := v.scan(fd, dir, head)
+	_, rep := v.scan(fd, filepath.Join(root, rel), head)
 	return rep
 }
 
@@ -209,6 +240,12 @@ func (v *verifier) scan(fd int, dir string, head *Head) ([]record, Report) {
 	// receipt after it is then not reported again.
 	failedAt := make([]bool, len(recs))
 	expected := int64(1)
+	// logID is the log every receipt must name: the head's, or without
+	// one, the first receipt's that verifies (named by logFrom).
+	logID, logFrom := "", ""
+	if head != nil && head.Log != "" {
+		logID, logFrom = head.Log, "the head in the trusted directory"
+	}
 	for i := range recs {
 		rec := &recs[i]
 		if rec.num > expected {
@@ -231,6 +268,15 @@ func (v *verifier) scan(fd int, dir string, head *Head) ([]record, Report) {
 			failedAt[i] = true
 			continue
 		}
+		if logID == "" {
+			logID, logFrom = r.Log, rec.name
+		}
+		if r.Log != logID {
+			problems = append(problems, Problem{File: rec.name, Sequence: rec.num, Kind: ForeignLog,
+				Message: fmt.Sprintf("it is a receipt of the log %s, but %s names the log %s: it was copied or spliced in from another log of this key", r.Log, logFrom, logID)})
+			failedAt[i] = true
+			continue
+		}
 		if p := chainProblem(recs, failedAt, i); p != nil {
 			problems = append(problems, *p)
 			failedAt[i] = true
@@ -239,7 +285,7 @@ func (v *verifier) scan(fd int, dir string, head *Head) ([]record, Report) {
 	if head != nil {
 		problems = append(problems, headProblems(recs, failedAt, head)...)
 	} else {
-		rep.Notes = append(rep.Notes, "no head to check the end against: receipts deleted from the end of the log cannot be detected")
+		rep.Notes = append(rep.Notes, "no head to check the end against: receipts deleted from the end of the log cannot be detected, nor whether the log was written for the workspace it is in")
 	}
 
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Sequence < problems[j].Sequence })
@@ -341,7 +387,7 @@ func headProblems(recs []record, failedAt []bool, head *Head) []Problem {
 				Message: fmt.Sprintf("it is %s, but the head in the trusted directory records %s for receipt %d: the end of the log was rewritten", rec.digest, head.Digest, rec.num)})
 		case rec.num > head.Sequence:
 			out = append(out, Problem{File: rec.name, Sequence: rec.num, Kind: Inserted,
-				Message: fmt.Sprintf("the log goes on past its head in the trusted directory (receipt %d): %s inserted (or left by an append that stopped before it recorded the head: the next append adopts a receipt this key signed and chained)", head.Sequence, receipts(rec.num, last, "was", "were"))})
+				Message: fmt.Sprintf("the log goes on past its head in the trusted directory (receipt %d): %s inserted (or left by an append that stopped before it recorded the head: the next append adopts a receipt this key signed for this log and chained)", head.Sequence, receipts(rec.num, last, "was", "were"))})
 			return out
 		}
 	}

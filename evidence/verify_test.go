@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
@@ -223,14 +224,29 @@ func TestVerifyTampering(t *testing.T) {
 		},
 		kind: EditedSignature, seq: 3, noHeadKind: EditedSignature, noHeadSeq: 3,
 	}, {
-		// A receipt this key signed, appended by a writer that does not
-		// take the log's lock or record its head.
-		name: "a receipt inserted at the end",
+		// A receipt this key signed for this log, appended by a writer
+		// that does not take the log's lock or record its head.
+		name:   "a receipt inserted at the end",
+		tamper: func(t *testing.T, l *Log) { spliced(t, l, l.signer, head(t, l).Log, logSize) },
+		kind:   Inserted, seq: logSize + 1, noHeadKind: "",
+	}, {
+		// The same, signed for another log: a copy of this one that went
+		// on under another ID.
+		name: "a receipt of another log spliced in at the end",
 		tamper: func(t *testing.T, l *Log) {
-			rogue := openLog(t, l.Dir(), filepath.Join(t.TempDir(), "rogue"), l.signer)
-			appendN(t, rogue, 1)
+			id, _ := newLogID()
+			spliced(t, l, l.signer, id, logSize)
 		},
-		kind: Inserted, seq: logSize + 1, noHeadKind: "",
+		kind: ForeignLog, seq: logSize + 1, noHeadKind: ForeignLog, noHeadSeq: logSize + 1,
+	}, {
+		name: "re-signed for no log",
+		tamper: func(t *testing.T, l *Log) {
+			_, _, st, _ := parseReceipt(readFile(t, file(l, 3)))
+			st.Predicate.Log = ""
+			env, _, _ := l.signer.sign(st)
+			writeEnvelope(t, file(l, 3), env)
+		},
+		kind: Malformed, seq: 3, noHeadKind: Malformed, noHeadSeq: 3,
 	}, {
 		name: "a receipt inserted at the end by another key",
 		tamper: func(t *testing.T, l *Log) {
@@ -264,16 +280,45 @@ func TestVerifyTampering(t *testing.T) {
 			appendN(t, other, 3)
 			writeFile(t, file(l, 3), readFile(t, file(other, 3)))
 		},
+		kind: ForeignLog, seq: 3, noHeadKind: ForeignLog, noHeadSeq: 3,
+	}, {
+		// The same, re-signed for this log: only the chain tells.
+		name: "a receipt replaced by one of another log of this key, re-signed for this log",
+		tamper: func(t *testing.T, l *Log) {
+			other := openLog(t, filepath.Join(t.TempDir(), "log"), filepath.Join(t.TempDir(), "trusted"), l.signer)
+			appendN(t, other, 4)
+			_, _, st, _ := parseReceipt(readFile(t, file(other, 3)))
+			st.Predicate.Log = head(t, l).Log
+			env, _, _ := l.signer.sign(st)
+			writeEnvelope(t, file(l, 3), env)
+		},
 		kind: BrokenChain, seq: 3, noHeadKind: BrokenChain, noHeadSeq: 3,
 	}, {
-		// The whole log rewritten by whoever holds the key: it verifies on
-		// its own; only the head tells.
-		name: "the log rewritten with this key",
+		// The whole log replaced by another log of this key: it verifies
+		// on its own; only the head tells, by its ID.
+		name: "the log replaced by another of this key",
 		tamper: func(t *testing.T, l *Log) {
 			other := openLog(t, filepath.Join(t.TempDir(), "log"), filepath.Join(t.TempDir(), "trusted"), l.signer)
 			appendN(t, other, logSize)
 			for n := int64(1); n <= logSize; n++ {
 				writeFile(t, file(l, n), readFile(t, file(other, n)))
+			}
+		},
+		kind: ForeignLog, seq: 1, noHeadKind: "",
+	}, {
+		// Rewritten with this key under this log's ID: only the head's
+		// digest tells.
+		name: "the log rewritten with this key",
+		tamper: func(t *testing.T, l *Log) {
+			id := head(t, l).Log
+			prev, prevPayload := "", ""
+			for n := int64(1); n <= logSize; n++ {
+				_, _, st, _ := parseReceipt(readFile(t, file(l, n)))
+				st.Predicate.Time = st.Predicate.Time.Add(time.Second)
+				st.Predicate.Log, st.Predicate.Previous, st.Predicate.PreviousPayload = id, prev, prevPayload
+				env, body, _ := l.signer.sign(st)
+				writeEnvelope(t, file(l, n), env)
+				prev, prevPayload = digestOf(readFile(t, file(l, n))), digestOf(body)
 			}
 		},
 		kind: Replaced, seq: logSize, noHeadKind: "",

@@ -21,25 +21,37 @@ import (
 
 // evidenceCommand is the evidence command: the workspace's receipts and
 // this user's public key.
-var evidenceCommand = command{name: "evidence", summary: "list|show|verify|key: the workspace's signed receipts, and the key that signs them", usage: evidenceUsage, run: runEvidence}
+var evidenceCommand = command{name: "evidence", summary: "list|show|verify|reset|key: the workspace's signed receipts, and the key that signs them", usage: evidenceUsage, run: runEvidence}
 
 const evidenceUsage = `usage: cordon evidence list [-w DIR] [--json]
        cordon evidence show [-w DIR] [--json] N|DIGEST
        cordon evidence verify [-w DIR] [--json] [--key PUB.pem]
+       cordon evidence reset [-w DIR] [--json]
        cordon evidence key [--json]
   The workspace's receipts are its log in .foundry/evidence: one signed
-  in-toto statement (a DSSE envelope) per file, each naming the digest of
-  the one before it.
+  in-toto statement (a DSSE envelope) per file, each naming the log's ID
+  and the digest of the one before it. The log's ID and its head (where it
+  ends) are in cordon's per-user state, outside every workspace.
   list     one line per receipt: sequence, time, verdict, what, digest
-  show     one receipt's statement, by sequence number or digest (a prefix
-           of 8 or more hex digits will do); shown as written, not verified
-  verify   check every receipt's signature and the chain. Without --key,
-           with this user's key and the head of the log cordon recorded in
-           its state, so that receipts deleted from the end are found too.
+  show     one receipt's statement, by sequence number (digits, or the
+           file name 00000012.json) or digest (a prefix of 8 or more hex
+           digits will do; digits alone are a sequence number first);
+           shown as written, not verified
+  verify   check every receipt's signature, its log ID and the chain.
+           Without --key, with this user's key and the head of the log
+           cordon recorded in its state, so that receipts deleted from the
+           end, and receipts of another log, are found too; a log cordon
+           has no head for was not written here (copied or moved from
+           another workspace or machine) and does not verify.
            --key PUB.pem checks against that public key (from 'cordon
-           evidence key', maybe on another machine): signatures and chain
-           only, since the head is not there. Exit 0 when the log holds,
-           1 when it does not (the first problem is printed).
+           evidence key', maybe on another machine): signatures, log ID and
+           chain only, since the head is not there. Exit 0 when the log
+           holds, 1 when it does not (the first problem is printed).
+  reset    move the log aside to .foundry/evidence.reset-<UTC time> and
+           its head aside in cordon's state, so that the next receipt
+           begins a new log: the way out of a log that was copied here,
+           tampered with, or written by an earlier cordon. Nothing is
+           deleted; refused when there is nothing to reset.
   key      print this user's public key (PEM); --json adds its key ID`
 
 // evidenceKeyName is the name of the evidence key's seed in the key store.
@@ -57,6 +69,8 @@ func runEvidence(e *env, args []string) int {
 			return runEvidenceShow(e, args[1:])
 		case "verify":
 			return runEvidenceVerify(e, args[1:])
+		case "reset":
+			return runEvidenceReset(e, args[1:])
 		case "key":
 			return runEvidenceKey(e, args[1:])
 		}
@@ -66,18 +80,20 @@ func runEvidence(e *env, args []string) int {
 		return code
 	}
 	if fs.NArg() == 0 {
-		return e.usageError("evidence needs an operation: list, show, verify or key\n" + evidenceUsage)
+		return e.usageError("evidence needs an operation: list, show, verify, reset or key\n" + evidenceUsage)
 	}
 	return e.usageError(fmt.Sprintf("unknown evidence operation %q\n%s", fs.Arg(0), evidenceUsage))
 }
 
-// evidenceWorkspace returns the canonical workspace and its evidence log
-// directory. A harness directory on the way to the log that is a symlink
-// is refused: the log is written by cordon, outside every sandbox.
-func (e *env) evidenceWorkspace() (ws, dir string, err error) {
+// evidenceWorkspace returns the canonical workspace, its evidence log's
+// directory relative to it and the log directory's path. The package
+// evidence opens the log from the workspace one component at a time
+// without following a symlink: the log is written by cordon, outside every
+// sandbox, and a symlink planted on the way is refused.
+func (e *env) evidenceWorkspace() (ws, rel, dir string, err error) {
 	h, err := e.harnessConfig()
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	ws, err = filepath.EvalSymlinks(e.workspaceDir())
 	if err == nil {
@@ -88,33 +104,20 @@ func (e *env) evidenceWorkspace() (ws, dir string, err error) {
 		if errors.Is(err, os.ErrNotExist) {
 			kind = refusal.NotFound
 		}
-		return "", "", refusal.Errorf(kind, "cannot open the workspace %s: %w", e.workspaceDir(), err)
+		return "", "", "", refusal.Errorf(kind, "cannot open the workspace %s: %w", e.workspaceDir(), err)
 	}
 	if err := h.CheckWorkspace(ws); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if err := e.checkConfigOutside(ws); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	rel := h.EvidenceDir()
+	rel = h.EvidenceDir()
 	if rel == "" {
-		return "", "", refusal.Errorf(refusal.InvalidPolicy, "the harness configuration names no harness state directory to keep the evidence log in")
+		return "", "", "", refusal.Errorf(refusal.InvalidPolicy, "the harness configuration names no harness state directory to keep the evidence log in")
 	}
-	p := ws
-	for _, c := range strings.Split(filepath.Clean(rel), string(filepath.Separator)) {
-		p = filepath.Join(p, c)
-		st, err := os.Lstat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			return "", "", err
-		}
-		if st.Mode()&os.ModeSymlink != 0 {
-			return "", "", refusal.Errorf(refusal.UntrustedState, "refusing the evidence log %s — %s is a symlink", filepath.Join(ws, rel), p)
-		}
-	}
-	return ws, filepath.Join(ws, rel), nil
+	rel = filepath.Clean(rel)
+	return ws, rel, filepath.Join(ws, rel), nil
 }
 
 // evidenceTrustedDir returns the directory in this user's state that
@@ -148,7 +151,7 @@ func (e *env) evidenceSigner(create bool) (*evidence.Signer, error) {
 // key (created when missing with create), and returns it with its
 // directory. The caller closes it.
 func (e *env) evidenceLog(create bool) (*evidence.Log, string, error) {
-	ws, dir, err := e.evidenceWorkspace()
+	ws, rel, dir, err := e.evidenceWorkspace()
 	if err != nil {
 		return nil, "", err
 	}
@@ -161,7 +164,7 @@ func (e *env) evidenceLog(create bool) (*evidence.Log, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	l, err := evidence.OpenLog(dir, trusted, s)
+	l, err := evidence.OpenLogAt(ws, rel, trusted, s)
 	if err != nil {
 		return nil, "", err
 	}
@@ -219,11 +222,11 @@ func runEvidenceList(e *env, args []string) int {
 	if fs.NArg() != 0 {
 		return e.usageError("evidence list takes no arguments\n" + evidenceUsage)
 	}
-	_, dir, err := e.evidenceWorkspace()
+	ws, rel, dir, err := e.evidenceWorkspace()
 	if err != nil {
 		return e.fail(err)
 	}
-	entries, readErr := evidence.ReadLog(dir)
+	entries, readErr := evidence.ReadLogAt(ws, rel)
 	if readErr != nil && len(entries) == 0 {
 		return e.fail(readErr)
 	}
@@ -275,11 +278,11 @@ func runEvidenceShow(e *env, args []string) int {
 		return e.usageError("evidence show needs exactly one N or DIGEST\n" + evidenceUsage)
 	}
 	want := fs.Arg(0)
-	_, dir, err := e.evidenceWorkspace()
+	ws, rel, dir, err := e.evidenceWorkspace()
 	if err != nil {
 		return e.fail(err)
 	}
-	entries, readErr := evidence.ReadLog(dir)
+	entries, readErr := evidence.ReadLogAt(ws, rel)
 	en, err := findReceipt(entries, want)
 	if err != nil {
 		if readErr != nil {
@@ -303,20 +306,37 @@ func runEvidenceShow(e *env, args []string) int {
 	return exitOK
 }
 
-// findReceipt finds the receipt want names: a sequence number (fewer
-// than 8 digits) or a file name ("%08d.json"), or a digest ("sha256:" and
-// hex, or hex alone) or a prefix of one, of 8 hex digits at least, that
-// only one receipt has.
+// findReceipt finds the receipt want names: a sequence number (digits)
+// or a file name ("%08d.json"), or a digest ("sha256:" and hex, or hex
+// alone) or a prefix of one, of 8 hex digits at least, that only one
+// receipt has. Digits alone are a sequence number first — "00000001" is
+// receipt 1 — and a digest prefix only when no receipt has that number.
 func findReceipt(entries []evidence.Entry, want string) (evidence.Entry, error) {
 	num, isFile := strings.CutSuffix(want, ".json")
-	if n, err := strconv.ParseInt(num, 10, 64); err == nil && (isFile || len(want) < 8) {
-		for _, en := range entries {
-			if en.Sequence == n {
-				return en, nil
+	if num != "" && strings.Trim(num, "0123456789") == "" {
+		seq := num
+		if n, err := strconv.ParseInt(num, 10, 64); err == nil {
+			for _, en := range entries {
+				if en.Sequence == n {
+					return en, nil
+				}
 			}
+			seq = strconv.FormatInt(n, 10)
 		}
-		return evidence.Entry{}, refusal.Errorf(refusal.NotFound, "the log holds no receipt %d", n)
+		if isFile || len(num) < 8 {
+			return evidence.Entry{}, refusal.Errorf(refusal.NotFound, "the log holds no receipt %s", seq)
+		}
+		if en, err := findDigest(entries, num); !errors.Is(err, refusal.NotFound) {
+			return en, err
+		}
+		return evidence.Entry{}, refusal.Errorf(refusal.NotFound, "the log holds no receipt %s, nor one whose digest begins %s", seq, num)
 	}
+	return findDigest(entries, want)
+}
+
+// findDigest finds the receipt whose digest is, or begins with, want
+// ("sha256:" and hex, or hex alone; 8 hex digits at least).
+func findDigest(entries []evidence.Entry, want string) (evidence.Entry, error) {
 	hexPart := strings.TrimPrefix(want, "sha256:")
 	if _, err := hex.DecodeString(hexPart + strings.Repeat("0", len(hexPart)%2)); err != nil || len(hexPart) < 8 {
 		return evidence.Entry{}, refusal.Errorf(refusal.UsageError, "%q is neither a receipt's number nor a digest (sha256:HEX, 8 hex digits at least)", want)
@@ -345,7 +365,7 @@ func runEvidenceVerify(e *env, args []string) int {
 	if fs.NArg() != 0 {
 		return e.usageError("evidence verify takes no arguments\n" + evidenceUsage)
 	}
-	_, dir, err := e.evidenceWorkspace()
+	ws, rel, dir, err := e.evidenceWorkspace()
 	if err != nil {
 		return e.fail(err)
 	}
@@ -359,7 +379,7 @@ func runEvidenceVerify(e *env, args []string) int {
 		if pub, err = evidence.ParsePublicKey(data); err != nil {
 			return e.fail(fmt.Errorf("%s: %w", *keyFile, err))
 		}
-		rep = evidence.Verify(dir, pub, nil)
+		rep = evidence.VerifyAt(ws, rel, pub, nil)
 	} else {
 		l, _, err := e.evidenceLog(false)
 		if err != nil {
@@ -399,14 +419,59 @@ func runEvidenceVerify(e *env, args []string) int {
 		}
 		return exitError
 	}
-	end := "signatures and chain checked"
+	end := "signatures, log ID and chain checked"
 	if rep.Head != nil {
-		end = fmt.Sprintf("signatures, chain, and its end at the head cordon recorded (receipt %d) checked", rep.Head.Sequence)
+		end = fmt.Sprintf("signatures, chain, its ID and its end at the head cordon recorded (log %s, receipt %d) checked", rep.Head.Log, rep.Head.Sequence)
 	}
 	fmt.Fprintf(e.stdout, "ok: %d receipts in %s verify with key %s; %s\n", rep.Count, dir, keyID, end)
 	for _, n := range rep.Notes {
 		fmt.Fprintf(e.stdout, "note: %s\n", n)
 	}
+	return exitOK
+}
+
+func runEvidenceReset(e *env, args []string) int {
+	fs := e.flags("evidence reset")
+	if code := e.parse(fs, args, evidenceUsage); code >= 0 {
+		return code
+	}
+	if fs.NArg() != 0 {
+		return e.usageError("evidence reset takes no arguments\n" + evidenceUsage)
+	}
+	ws, rel, dir, err := e.evidenceWorkspace()
+	if err != nil {
+		return e.fail(err)
+	}
+	h, _ := e.harnessConfig()
+	trusted, err := evidenceTrustedDir(h, ws)
+	if err != nil {
+		return e.fail(err)
+	}
+	m, err := evidence.Reset(ws, rel, trusted)
+	if err != nil {
+		return e.fail(err)
+	}
+	if e.json {
+		e.printJSON(struct {
+			Dir string `json:"dir"`
+			evidence.Moved
+		}{dir, m})
+		return exitOK
+	}
+	switch {
+	case m.Dir != "":
+		fmt.Fprintf(e.stdout, "moved the evidence log %s (%d receipts) aside to %s\n", dir, m.Receipts, m.Dir)
+	default:
+		fmt.Fprintf(e.stdout, "the evidence log %s holds nothing to move aside\n", dir)
+	}
+	if m.Head != "" {
+		log := ""
+		if m.Log != "" {
+			log = " (log " + m.Log + ")"
+		}
+		fmt.Fprintf(e.stdout, "moved its head%s aside to %s\n", log, m.Head)
+	}
+	fmt.Fprintln(e.stdout, "the next receipt begins a new log")
 	return exitOK
 }
 

@@ -234,3 +234,33 @@ func TestReceiptFailureKeepsTheResult(t *testing.T) {
 		t.Fatalf("exec --receipt with a log that refuses the append: %+v (%v)", r, err)
 	}
 }
+
+// TestTransplantedLogRefused: receipts copied into a workspace whose log
+// cordon never wrote (a nested one, by a command of the enclosing one) do
+// not verify there, are not appended to, and are not cited; reset moves
+// them aside and a fresh log starts.
+func TestTransplantedLogRefused(t *testing.T) {
+	_, ws := fsWorkspace(t)
+	if r := cordon(t, "", "probe", "-w", ws, "--substrate", "workspace"); r.code != 0 {
+		t.Fatalf("probe: %+v", r)
+	}
+	sub := filepath.Join(ws, "dir")
+	dst := filepath.Join(sub, harness.Default().EvidenceDir())
+	os.MkdirAll(dst, 0o755)
+	for _, f := range evidenceFiles(t, ws) {
+		data, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(dst, filepath.Base(f)), data, 0o644)
+	}
+	if r := cordon(t, "", "evidence", "verify", "-w", sub); r.code != 1 {
+		t.Fatalf("verify of a transplanted log: %+v", r)
+	}
+	if r := cordon(t, "", "probe", "-w", sub, "--substrate", "workspace"); r.code == 0 {
+		t.Fatalf("probe appended to a transplanted log: %+v", r)
+	}
+	if r := cordon(t, "", "evidence", "reset", "-w", sub); r.code != 0 {
+		t.Fatalf("reset: %+v", r)
+	}
+	if r := cordon(t, "", "probe", "-w", sub, "--substrate", "workspace"); r.code != 0 || !strings.Contains(r.stdout, "receipts #1-#2") {
+		t.Fatalf("probe after reset: %+v", r)
+	}
+}
