@@ -79,6 +79,13 @@ func TestBwrapProbesFakeIgnoresFlags(t *testing.T) {
 			t.Errorf("%s passed under a bwrap that ignores its flags: %s", name, r.Observed)
 		}
 	}
+	// Unconfined, the probes' scripts ran in their own workspaces, which
+	// bwrap is started in: nothing of theirs landed in the host's /.
+	for _, n := range []string{".git-away", ".envrc", "file.txt", "new.txt"} {
+		if _, err := os.Lstat("/" + n); err == nil {
+			t.Errorf("/%s exists after the probes ran unconfined", n)
+		}
+	}
 }
 
 // TestBwrapProbesFakeNoReadOnlyBinds: a bwrap that makes real namespaces

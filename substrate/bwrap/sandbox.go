@@ -537,10 +537,13 @@ func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 	s.status = make(chan statusRecord, 2)
 	go s.readStatus(sr)
 	return &exec.Cmd{
-		Path:       bin,
-		Args:       append([]string{"bwrap", "--args", strconv.Itoa(argsFD), "--"}, argv...),
-		Env:        s.Env(),
-		Dir:        "/",
+		Path: bin,
+		Args: append([]string{"bwrap", "--args", strconv.Itoa(argsFD), "--"}, argv...),
+		Env:  s.Env(),
+		// The workspace, where the command may write anyway: a bwrap
+		// that ignored its --chdir (or every flag) would otherwise run
+		// the command in /, as root in the host's root directory.
+		Dir:        s.policy.workspace,
 		ExtraFiles: []*os.File{br, sw, args}, // blockFD, statusFD, argsFD
 	}, nil
 }
