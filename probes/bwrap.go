@@ -541,7 +541,10 @@ func probeTrustedState(ctx context.Context, e *Env) (string, bool, error) {
 		fmt.Fprintf(&script, "echo %q; ls -A %q 2>/dev/null; echo;\n", "@"+d, d)
 	}
 	if script.Len() == 0 {
-		return "the harness configuration names no state or cache directory that exists", false, nil
+		if _, err := sandboxed(ctx, e, ws, []string{"fs.read:workspace"}, "true"); err != nil {
+			return "no sandbox: " + err.Error(), false, nil
+		}
+		return "the harness configuration names no state or cache directory that exists: nothing to hide", false, nil
 	}
 	o, err := sandboxed(ctx, e, ws, []string{"fs.read:workspace"}, script.String())
 	if err != nil {
