@@ -149,3 +149,17 @@ func TestMissingBwrapRefused(t *testing.T) {
 		t.Log("receipts were written for the failed probes")
 	}
 }
+
+// TestNoProverSaysSo: an admission without a prover cites nothing, and
+// its grant says so rather than looking like one that needed no proof.
+func TestNoProverSaysSo(t *testing.T) {
+	n := requireBwrap(t)
+	ws := t.TempDir()
+	adm, err := admitWith(t, ws, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adm.Grant.Evidence != nil || !strings.Contains(adm.Grant.String(), "evidence: none cited") {
+		t.Fatalf("a grant made without a prover:\n%s", adm.Grant)
+	}
+}

@@ -145,6 +145,9 @@ func (g *Grant) String() string {
 		}
 		g.writeEvidence(&b, c.String())
 	}
+	if g.Evidence == nil {
+		b.WriteString("  evidence: none cited (this admission keeps no evidence log)\n")
+	}
 	if len(g.Unproved) > 0 {
 		fmt.Fprintf(&b, "  no probe covers: %s\n", strings.Join(g.Unproved, ", "))
 	}

@@ -513,7 +513,7 @@ func probeTrustedState(ctx context.Context, e *Env) (string, bool, error) {
 		return "", false, err
 	}
 	dirs := []string{e.Harness.StateDir(), e.Harness.CacheDir()}
-	if home, ok := lookupEnv(e.Environ, "HOME"); ok {
+	if home, ok := substrate.LookupEnv(e.Environ, "HOME"); ok {
 		dirs = append(dirs, home)
 	}
 	// What each directory holds on the host, but for the way down to the
@@ -582,16 +582,6 @@ func probeTrustedState(ctx context.Context, e *Env) (string, bool, error) {
 		return strings.Join(bad, "; "), false, nil
 	}
 	return fmt.Sprintf("none of the %d host entries visible inside %s", hidden, strings.Join(good, ", ")), true, nil
-}
-
-// lookupEnv finds name in environ.
-func lookupEnv(environ []string, name string) (string, bool) {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 func probeOutputAndTmp(ctx context.Context, e *Env) (string, bool, error) {

@@ -250,11 +250,11 @@ func runEvidenceList(e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "no receipts in %s\n", dir)
 	}
 	for _, r := range receipts {
-		fmt.Fprintf(e.stdout, "%6d  %s  %-4s  %-40s  %s\n", r.Sequence, r.Time.UTC().Format(time.RFC3339), r.Verdict, r.what(), shortDigest(r.Digest))
+		fmt.Fprintf(e.stdout, "%6d  %s  %-4s  %-40s  %s\n", r.Sequence, r.Time.UTC().Format(time.RFC3339), shown(r.Verdict), shown(r.what()), shortDigest(r.Digest))
 	}
 	if readErr != nil {
 		for _, line := range strings.Split(readErr.Error(), "\n") {
-			fmt.Fprintf(e.stderr, "cordon: %s\n", line)
+			fmt.Fprintf(e.stderr, "cordon: %s\n", shown(line))
 		}
 		fmt.Fprintln(e.stderr, "cordon: run 'cordon evidence verify' to check the log")
 	}
@@ -413,9 +413,9 @@ func runEvidenceVerify(e *env, args []string) int {
 		case n > 1:
 			more = fmt.Sprintf("\ncordon: and %d more problems (--json lists them)", n)
 		}
-		fmt.Fprintf(e.stderr, "cordon: the evidence log %s does not verify with key %s: %s%s\n", dir, keyID, rep.First, more)
+		fmt.Fprintf(e.stderr, "cordon: the evidence log %s does not verify with key %s: %s%s\n", dir, keyID, shown(rep.First.String()), more)
 		for _, n := range rep.Notes {
-			fmt.Fprintf(e.stderr, "cordon: note: %s\n", n)
+			fmt.Fprintf(e.stderr, "cordon: note: %s\n", shown(n))
 		}
 		return exitError
 	}
@@ -425,7 +425,7 @@ func runEvidenceVerify(e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "ok: %d receipts in %s verify with key %s; %s\n", rep.Count, dir, keyID, end)
 	for _, n := range rep.Notes {
-		fmt.Fprintf(e.stdout, "note: %s\n", n)
+		fmt.Fprintf(e.stdout, "note: %s\n", shown(n))
 	}
 	return exitOK
 }

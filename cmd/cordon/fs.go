@@ -134,7 +134,7 @@ func runFS(e *env, args []string) int {
 			if en.Type == "dir" {
 				suffix = "/"
 			}
-			fmt.Fprintf(e.stdout, "%s%s\n", en.Name, suffix)
+			fmt.Fprintf(e.stdout, "%s%s\n", shown(en.Name), suffix)
 		}
 		if truncated {
 			fmt.Fprintf(e.stderr, "cordon: listing of %q truncated\n", name)

@@ -109,7 +109,7 @@ func runProbe(e *env, args []string) int {
 		if report.OK {
 			fmt.Fprintf(e.stdout, ", %d receipts verified\n", report.Count)
 		} else {
-			fmt.Fprintf(e.stdout, "\ncordon: the evidence log does not verify: %s\n", report.First)
+			fmt.Fprintf(e.stdout, "\ncordon: the evidence log does not verify: %s\n", shown(report.First.String()))
 		}
 		for _, d := range probes.Degraded(host, "bwrap") {
 			if len(*subs) == 0 || slices.Contains(*subs, "bwrap") {

@@ -1,17 +1,6 @@
 package main
 
-import (
-	"os"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
+// getTermios is the ioctl that reads a terminal's settings.
+const getTermios = unix.TCGETS
