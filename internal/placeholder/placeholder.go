@@ -162,9 +162,15 @@ func Key(workspace string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// checkWait is how long a look at another workspace's lock retries: others
-// take it exclusively only for an instant, to look too.
-const checkWait = 50 * time.Millisecond
+// checkWait is how long a look at another workspace's lock retries:
+// others take it exclusively only for an instant, to look too. Where the
+// kernel's table of locks shows that only such looks hold it (many runs
+// starting at once), the look goes on for up to contendedWait instead of
+// reporting a run that is not there.
+const (
+	checkWait     = 50 * time.Millisecond
+	contendedWait = 2 * time.Second
+)
 
 // lockedAbove returns the nearest directory above workspace whose lock a
 // run holds (of any user and configuration), or "".
@@ -173,6 +179,9 @@ func lockedAbove(workspace string) string {
 		if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			f := os.NewFile(uintptr(fd), dir)
 			err := flock(f, unix.LOCK_EX, checkWait)
+			if err != nil && onlyLooks(f) {
+				err = flock(f, unix.LOCK_EX, contendedWait)
+			}
 			f.Close()
 			if err != nil {
 				return dir
@@ -182,6 +191,27 @@ func lockedAbove(workspace string) string {
 			return ""
 		}
 	}
+}
+
+// lockID names a file in the kernel's table of locks: its device's major
+// and minor numbers and its inode.
+type lockID struct {
+	major, minor uint32
+	ino          uint64
+}
+
+// onlyLooks reports whether the kernel's table of locks shows f's flock
+// held exclusively and by no run (a run holds it shared): other looks.
+// Where the table cannot be read, or shows nothing of f (its holder is
+// in a PID namespace this process cannot see), the answer is no, and the
+// look reports a run: the safe side.
+func onlyLooks(f *os.File) bool {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return false
+	}
+	shared, exclusive, ok := flocksOf(lockID{unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino})
+	return ok && exclusive && !shared
 }
 
 // ensured remembers, for the life of the process, the state directories
