@@ -3,6 +3,7 @@ package bwrap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -642,9 +643,15 @@ func TestSetupFailureIsNotTheCommandsFailure(t *testing.T) {
 	gone := filepath.Join(t.TempDir(), "tool")
 	os.Mkdir(gone, 0o755)
 	// The bind source vanishes between Prepare and bwrap: a fake program
-	// that removes it, then runs the real bwrap.
-	wrapper := filepath.Join(t.TempDir(), "bwrap")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\nrmdir "+gone+"\nexec "+bin+" \"$@\"\n"), 0o755)
+	// that reads its options to the end (they come once the host side is
+	// prepared), removes the source, then runs the real bwrap with them.
+	dir := t.TempDir()
+	wrapper, opts := filepath.Join(dir, "bwrap"), filepath.Join(dir, "options")
+	// (Other calls, bwrap --version and the diagnosis of its failure,
+	// go straight through.)
+	os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\n[ \"$1\" = --args ] || exec %[3]s \"$@\"\n"+
+		"cat <&%[1]d >%[2]s || exit 99\nrmdir %[4]s\nexec %[3]s \"$@\" %[1]d<%[2]s\n",
+		argsFD, opts, bin, gone)), 0o755)
 	o, err := Run(context.Background(), Spec{Policy: newPolicy(ws).WithReadOnly(gone), Bwrap: wrapper,
 		Command: []string{"sh", "-c", "echo ran; exit 1"}})
 	if err == nil || strings.Contains(o.Stdout, "ran") {
