@@ -5,12 +5,17 @@ go 1.26.0
 require (
 	github.com/google/jsonschema-go v0.4.3
 	github.com/in-toto/attestation v1.2.0
+	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/spf13/pflag v1.1.0
 	github.com/tetratelabs/wazero v1.12.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.11
 )
 
-require golang.org/x/crypto v0.55.0 // indirect
+require (
+	golang.org/x/crypto v0.58.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+)

@@ -24,12 +24,13 @@ const (
 	KindMemory     Kind = "memory"
 	KindTmp        Kind = "tmp"
 	KindPids       Kind = "pids"
+	KindCPU        Kind = "cpu"
 	KindWasmImport Kind = "wasm.import"
 )
 
 // Kinds lists every kind in canonical order.
 func Kinds() []Kind {
-	return []Kind{KindFSRead, KindFSWrite, KindNet, KindNetConnect, KindEnv, KindTime, KindOutput, KindMemory, KindTmp, KindPids, KindWasmImport}
+	return []Kind{KindFSRead, KindFSWrite, KindNet, KindNetConnect, KindEnv, KindTime, KindOutput, KindMemory, KindTmp, KindPids, KindCPU, KindWasmImport}
 }
 
 func (k Kind) rank() int {
@@ -139,9 +140,9 @@ func (c Capability) Size() int64 {
 	return 0
 }
 
-// Duration returns the limit of time:, or 0.
+// Duration returns the limit of time: or cpu:, or 0.
 func (c Capability) Duration() time.Duration {
-	if c.kind == KindTime {
+	if c.kind == KindTime || c.kind == KindCPU {
 		return time.Duration(c.num)
 	}
 	return 0
@@ -228,6 +229,12 @@ func Parse(s string) (Capability, error) {
 			return Capability{}, wrapValue(s, err)
 		}
 		return TimeLimit(d)
+	case KindCPU:
+		d, err := ParseDuration(arg)
+		if err != nil {
+			return Capability{}, wrapValue(s, err)
+		}
+		return CPULimit(d)
 	case KindOutput, KindMemory, KindTmp:
 		n, err := ParseSize(arg)
 		if err != nil {
@@ -397,6 +404,16 @@ func TimeLimit(d time.Duration) (Capability, error) {
 		return Capability{}, fail("time:"+d.String(), ErrRange, "a time limit must be more than 0 and at most %s", FormatDuration(MaxDuration))
 	}
 	return Capability{kind: KindTime, arg: FormatDuration(d), num: int64(d)}, nil
+}
+
+// CPULimit returns cpu:DURATION, processor time, for 0 < d ≤
+// [MaxDuration]. Time limits count the wall clock; this counts what the
+// tool's processes spend on a processor.
+func CPULimit(d time.Duration) (Capability, error) {
+	if d <= 0 || d > MaxDuration {
+		return Capability{}, fail("cpu:"+d.String(), ErrRange, "a processor time limit must be more than 0 and at most %s", FormatDuration(MaxDuration))
+	}
+	return Capability{kind: KindCPU, arg: FormatDuration(d), num: int64(d)}, nil
 }
 
 // OutputLimit returns output:SIZE for 0 < n ≤ [MaxSize].

@@ -14,6 +14,7 @@
 //	output:SIZE                bytes kept of stdout and of stderr, e.g. 64KiB
 //	memory:SIZE                memory limit, e.g. 256MiB
 //	pids:N                     at most N processes (1–65536)
+//	cpu:DURATION               at most DURATION of processor time (e.g. 10s)
 //	wasm.import:MODULE/NAME    a host function a WebAssembly module may import
 //
 // Sizes are plain bytes ("65536") or a whole number of KiB, MiB, GiB or TiB

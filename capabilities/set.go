@@ -22,6 +22,7 @@ var single = map[Kind]string{
 	KindMemory: "there is one memory limit",
 	KindTmp:    "there is one /tmp size",
 	KindPids:   "there is one process limit",
+	KindCPU:    "there is one processor time limit",
 }
 
 // NewSet returns the set of caps. Duplicates ([ErrDuplicate]) and

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/substrate"
 )
@@ -109,7 +110,7 @@ func (n *Enforcer) Facts(ctx context.Context) (substrate.Facts, error) {
 	if err != nil {
 		return f, err
 	}
-	f.Values = map[string]string{"bwrap.path": prog, "bwrap.version": v}
+	f.Values = map[string]string{"bwrap.path": prog, "bwrap.version": v, "limits": limits.Detect().String()}
 	n.facts = &f
 	return f, nil
 }
@@ -158,14 +159,30 @@ func mechanismsOf(c capabilities.Capability, set capabilities.Set) ([]substrate.
 		return []substrate.Mechanism{withDetail(mechBoundedOutput, c.Arg())}, nil
 	case capabilities.KindTmp:
 		return []substrate.Mechanism{TmpfsTmp(c.Size()), ReadOnlyDev}, nil
-	case capabilities.KindMemory:
-		return nil, refuse("the native substrate applies no memory limit (bubblewrap sets no cgroup or rlimit); granting it would promise a limit nothing enforces", "a wasm tool, whose memory is capped", "no memory: capability (the tool then runs without a memory limit)")
-	case capabilities.KindPids:
-		return nil, refuse("the native substrate applies no process limit (bubblewrap sets no cgroup or rlimit); granting it would promise a limit nothing enforces", "no pids: capability (the tool's processes still die with it at its deadline)")
+	case capabilities.KindMemory, capabilities.KindPids, capabilities.KindCPU:
+		return limitMechanisms(c, set, Name, sandboxProcesses)
 	case capabilities.KindWasmImport:
 		return nil, refuse("native tools do not import host functions; only wasm modules do", "no wasm.import: capability for a native tool")
 	}
 	return nil, refuse("unknown capability kind")
+}
+
+// sandboxProcesses is the number of bubblewrap's own processes that count
+// with the tool's in a process limit: bwrap and the sandbox's init.
+const sandboxProcesses = 2
+
+// limitMechanisms returns the mechanisms that hold a native run to the
+// limit c (memory:, pids:, cpu:) of set on this host, with extra processes
+// of the substrate's own counted beside the tool's; a limit the host can
+// enforce in no way is an [*substrate.UnenforceableError] of the
+// substrate name.
+func limitMechanisms(c capabilities.Capability, set capabilities.Set, name string, extra int) ([]substrate.Mechanism, error) {
+	m, err := limits.Detect().MechanismsOf(c, set, extra)
+	if err != nil {
+		return nil, &substrate.UnenforceableError{Substrate: name, Capability: c, Reason: err.Error(),
+			Instead: []string{"no " + string(c.Kind()) + ": capability (the run then has the default limits only)"}}
+	}
+	return m, nil
 }
 
 // PolicyOf returns the sandbox that holds a native command to the
@@ -198,6 +215,11 @@ func PolicyOf(set capabilities.Set, workspace string, h harness.Config) (Policy,
 			p.tmpSize = c.Size()
 		}
 	}
+	plan, err := limits.Detect().Plan(limits.SpecOf(set))
+	if err != nil {
+		return Policy{}, err
+	}
+	p.limits = plan
 	return p, nil
 }
 

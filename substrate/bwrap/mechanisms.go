@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -74,6 +75,14 @@ var (
 	// ClearEnv: the environment is exactly the allow-list.
 	ClearEnv = mech("clearenv", "environment: PATH=<ws>/.local/bin:..., HOME, LANG, TERM and granted names only")
 )
+
+// Seccomp is the seccomp filter bwrap installs before it starts the
+// command (--seccomp FD): side doors the mount table does not shut
+// (io_uring, bpf, ptrace, keyrings, terminal injection, sockets of other
+// families) fail with EPERM.
+func Seccomp(p seccomp.Policy) substrate.Mechanism {
+	return mech("seccomp", "--seccomp <fd>: "+p.String())
+}
 
 // TmpfsTmp is the fresh /tmp of every call, capped at size bytes.
 func TmpfsTmp(size int64) substrate.Mechanism {

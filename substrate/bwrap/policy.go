@@ -8,6 +8,8 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/limits"
+	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -94,6 +96,7 @@ type Policy struct {
 	readOnly   []string
 	tmpSize    int64
 	systemPath bool
+	limits     limits.Plan
 }
 
 // NewPolicy returns the policy of cordon's shell for the workspace, which
@@ -108,7 +111,31 @@ func NewPolicy(workspace string, h harness.Config) Policy {
 		network:   NetNone,
 		harness:   h,
 		tmpSize:   DefaultTmpSize,
+		limits:    defaultLimits(),
 	}
+}
+
+// defaultLimits is the plan of a run that asks for no limit: the defaults
+// of package limits (a process limit; memory on a cgroup).
+func defaultLimits() limits.Plan {
+	p, _ := limits.Detect().Plan(limits.Spec{}) // the defaults alone never fail
+	return p
+}
+
+// WithLimits returns a copy of p whose run is held to the plan's limits
+// (see package limits; [PolicyOf] makes the plan of a grant).
+func (p Policy) WithLimits(l limits.Plan) Policy { p.limits = l; return p }
+
+// Limits returns the plan of the run's limits.
+func (p Policy) Limits() limits.Plan { return p.limits }
+
+// Seccomp returns the seccomp filter of the run: the network decides
+// which sockets it may create.
+func (p Policy) Seccomp() seccomp.Policy {
+	if p.network == NetHost {
+		return seccomp.Policy{Network: seccomp.NetHost}
+	}
+	return seccomp.Policy{Network: seccomp.NetNone}
 }
 
 // WithAccess returns a copy of p with the workspace access a.
@@ -209,7 +236,8 @@ func (p Policy) Mechanisms() []substrate.Mechanism {
 	if p.systemPath {
 		m = append(m, SystemPath)
 	}
-	return append(m, ClearEnv)
+	m = append(m, ClearEnv, Seccomp(p.Seccomp()))
+	return append(m, p.limits.Mechanisms(sandboxProcesses)...)
 }
 
 // Validate checks the policy without touching the file system.

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/substrate"
 )
@@ -110,6 +112,15 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		<-prepared
 		return substrate.Outcome{}, err
 	}
+	// The run's cgroups exist before bwrap starts; bwrap joins them (and
+	// takes its rlimits) while it waits for its options, before it forks
+	// anything.
+	grp, err := s.Policy.limits.Start(sandboxProcesses)
+	if err != nil {
+		<-prepared
+		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
+	}
+	defer grp.Close()
 	// bwrap in a process group of its own (its --new-session gives the
 	// command a session), killed should the thread that forks it die.
 	cmd.SysProcAttr = bwrapAttr()
@@ -133,6 +144,14 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
 	case err != nil:
 		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
+	}
+	// (A bwrap that is gone already got no option; what it did is
+	// judged below, as for any bwrap that ends early.)
+	if err := grp.Add(t.Pid()); err != nil && !errors.Is(err, limits.ErrGone) {
+		t.Kill() // before it gets any option
+		sb.Close()
+		t.Wait(ctx)
+		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	if err := sb.sendArgs(); err != nil {
 		// bwrap is gone already (EPIPE): what it said is its failure.
@@ -178,6 +197,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	if p := sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
+	o.Notes = append(o.Notes, limitNotes(grp, s.Policy.limits)...)
 	ran := sb.ran()
 	switch {
 	case ran:
@@ -286,4 +306,16 @@ func (s *Sandbox) failure(ctx context.Context, stderr string) error {
 		msg = "bwrap exited before the command started"
 	}
 	return &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, detail: msg}
+}
+
+// limitNotes says which limit of the plan the run reached, one line each.
+func limitNotes(g *limits.Group, p limits.Plan) []string {
+	var notes []string
+	if g.MemoryExceeded() {
+		notes = append(notes, fmt.Sprintf("the run reached its memory limit (%s, cgroup): the kernel's OOM killer ended a process of it", capabilities.FormatSize(p.Spec.Memory)))
+	}
+	if g.PidsExceeded() {
+		notes = append(notes, fmt.Sprintf("the run reached its process limit (%d, cgroup): a fork failed", p.Spec.Pids))
+	}
+	return notes
 }

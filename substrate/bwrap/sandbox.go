@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -40,6 +41,7 @@ type Sandbox struct {
 	statusW *os.File
 	argsR   *os.File
 	argsW   *os.File
+	filterR *os.File // the seccomp program, written whole into a pipe
 	status  chan statusRecord
 	used    bool
 }
@@ -429,10 +431,37 @@ func lookupEnv(environ []string, name string) (string, bool) {
 // (--block-fd), and reports the sandbox's init and the command's exit on
 // statusFD (--json-status-fd). None of them reaches the command.
 const (
-	blockFD  = 3
-	statusFD = 4
-	argsFD   = 5
+	blockFD   = 3
+	statusFD  = 4
+	argsFD    = 5
+	seccompFD = 6
 )
+
+// filters holds the seccomp program of each policy, made once.
+var filters sync.Map // seccomp.Policy → []byte
+
+// seccompFilter returns a pipe from which bwrap reads the seccomp program
+// of p (--seccomp): the program is written whole, the writing end closed.
+func seccompFilter(p seccomp.Policy) (*os.File, error) {
+	prog, ok := filters.Load(p)
+	if !ok {
+		b, err := seccomp.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		prog, _ = filters.LoadOrStore(p, b)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if _, err := w.Write(prog.([]byte)); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("cannot hand bwrap its seccomp filter: %w", err)
+	}
+	return r, nil
+}
 
 // Args returns bwrap's argument list (without the program name) for argv,
 // as [Sandbox.Command] runs it: the options and side channels, then "--"
@@ -444,7 +473,8 @@ func (s *Sandbox) Args(argv []string) []string {
 }
 
 func (s *Sandbox) sideArgs() []string {
-	return append(slices.Clone(s.args), "--block-fd", strconv.Itoa(blockFD), "--json-status-fd", strconv.Itoa(statusFD))
+	return append(slices.Clone(s.args), "--block-fd", strconv.Itoa(blockFD), "--json-status-fd", strconv.Itoa(statusFD),
+		"--seccomp", strconv.Itoa(seccompFD))
 }
 
 // Options returns bwrap's options alone, up to and excluding "--": the
@@ -521,19 +551,26 @@ func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 	if s.args != nil {
 		go s.sendArgs()
 	}
+	filter, err := seccompFilter(s.policy.Seccomp())
+	if err != nil {
+		args.Close()
+		return nil, setup(err)
+	}
 	br, bw, err := os.Pipe()
 	if err != nil {
 		args.Close()
+		filter.Close()
 		return nil, setup(err)
 	}
 	sr, sw, err := os.Pipe()
 	if err != nil {
 		args.Close()
+		filter.Close()
 		br.Close()
 		bw.Close()
 		return nil, setup(err)
 	}
-	s.bin, s.blockR, s.blockW, s.statusR, s.statusW, s.argsR = bin, br, bw, sr, sw, args
+	s.bin, s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.filterR = bin, br, bw, sr, sw, args, filter
 	s.status = make(chan statusRecord, 2)
 	go s.readStatus(sr)
 	return &exec.Cmd{
@@ -544,7 +581,7 @@ func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 		// that ignored its --chdir (or every flag) would otherwise run
 		// the command in /, as root in the host's root directory.
 		Dir:        s.policy.workspace,
-		ExtraFiles: []*os.File{br, sw, args}, // blockFD, statusFD, argsFD
+		ExtraFiles: []*os.File{br, sw, args, filter}, // blockFD, statusFD, argsFD, seccompFD
 	}, nil
 }
 
@@ -586,12 +623,12 @@ func (s *Sandbox) readStatus(r io.Reader) {
 func (s *Sandbox) launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR} {
+	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.filterR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.statusW, s.argsR = nil, nil, nil
+	s.blockR, s.statusW, s.argsR, s.filterR = nil, nil, nil, nil
 }
 
 // release lets the command start: bwrap reads one byte on its block
@@ -623,12 +660,12 @@ func (s *Sandbox) takeSession() *placeholder.Session {
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW} {
+	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW, s.filterR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW = nil, nil, nil, nil, nil, nil
+	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW, s.filterR = nil, nil, nil, nil, nil, nil, nil
 	if s.session != nil {
 		err := s.session.End()
 		s.session = nil

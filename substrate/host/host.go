@@ -37,7 +37,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cordon-run/cordon/capabilities"
@@ -112,7 +111,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	home, _ := substrate.LookupEnv(s.Environ, "HOME")
 	env := substrate.Environment(s.Environ, []string{filepath.Join(s.Workspace, ".local", "bin")}, false, home, s.Env)
 	path, _ := substrate.LookupEnv(env, "PATH")
-	prog, code, why := lookPath(s.Command[0], path, s.Workspace)
+	prog, code, why := substrate.LookPath(s.Command[0], path, s.Workspace)
 	if code != 0 {
 		msg := fmt.Sprintf("cordon: %s: %s\n", s.Command[0], why)
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg))}, mechs, nil
@@ -151,51 +150,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg))}, mechs, nil
 	}
 	return t.Wait(ctx), mechs, nil
-}
-
-// lookPath finds name as a shell would in path, relative to dir: it
-// returns the program, or 127 (not found) or 126 (not executable) and why.
-func lookPath(name, path, dir string) (string, int, string) {
-	check := func(p string) int {
-		st, err := os.Stat(p)
-		switch {
-		case err != nil:
-			return 127
-		case st.IsDir() || st.Mode().Perm()&0o111 == 0 || !executable(p):
-			return 126
-		}
-		return 0
-	}
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		switch check(p) {
-		case 127:
-			return "", 127, "no such file or directory"
-		case 126:
-			return "", 126, "permission denied"
-		}
-		return p, 0, ""
-	}
-	code := 127
-	for _, d := range filepath.SplitList(path) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		p := filepath.Join(d, name)
-		switch check(p) {
-		case 0:
-			return p, 0, ""
-		case 126:
-			code = 126
-		}
-	}
-	if code == 126 {
-		return "", 126, "permission denied"
-	}
-	return "", 127, "command not found"
 }
 
 // Enforcer is the host substrate's side of admission for cordon exec

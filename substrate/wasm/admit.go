@@ -240,6 +240,8 @@ func mechanisms(c capabilities.Capability, set capabilities.Set) ([]substrate.Me
 		return []substrate.Mechanism{MechMemory(uint32(n / PageSize))}, nil
 	case capabilities.KindPids:
 		return []substrate.Mechanism{MechNoProcesses}, nil
+	case capabilities.KindCPU:
+		return nil, refuse("a module runs on one goroutine of cordon's process, whose processor time cordon does not count apart; its deadline (time:) is what ends it", "time:"+c.Arg())
 	case capabilities.KindWasmImport:
 		module, name := c.Import()
 		switch module {

@@ -1,0 +1,341 @@
+package limits
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+var (
+	detectOnce sync.Once
+	detected   Host
+)
+
+// Detect finds what this host offers, once per process: for the memory
+// and pids controllers, the directory of this process's cgroup in the v1
+// hierarchy when this process may create cgroups in it.
+func Detect() Host {
+	detectOnce.Do(func() { detected = detect() })
+	return detected
+}
+
+func detect() Host {
+	h := Host{UID: os.Getuid(), V1: map[string]string{}, Why: map[string]string{}}
+	mounts := cgroupMounts()
+	if v2, ok := mounts[""]; ok {
+		h.V2 = v2
+		if data, err := os.ReadFile(filepath.Join(v2, "cgroup.controllers")); err == nil {
+			h.V2Controllers = strings.Fields(string(data))
+		}
+	}
+	self := selfCgroups()
+	for _, c := range []string{"memory", "pids"} {
+		mnt, ok := mounts[c]
+		if !ok {
+			h.Why[c] = "no v1 hierarchy of the " + c + " controller is mounted"
+			if h.V2 != "" {
+				h.Why[c] += "; the cgroup v2 tree at " + h.V2 + " is not used"
+			}
+			continue
+		}
+		dir := filepath.Join(mnt, self[c])
+		if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+			h.Why[c] = fmt.Sprintf("%s is not writable by uid %d: %v", dir, h.UID, err)
+			continue
+		}
+		h.V1[c] = dir
+	}
+	return h
+}
+
+// cgroupMounts maps each v1 controller to its mount point, and "" to the
+// v2 tree's.
+func cgroupMounts() map[string]string {
+	m := map[string]string{}
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return m
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 4 {
+			continue
+		}
+		switch fields[2] {
+		case "cgroup2":
+			if _, ok := m[""]; !ok {
+				m[""] = fields[1]
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(fields[3], ",") {
+				if opt == "memory" || opt == "pids" {
+					if _, ok := m[opt]; !ok {
+						m[opt] = fields[1]
+					}
+				}
+			}
+		}
+	}
+	return m
+}
+
+// selfCgroups maps each v1 controller to this process's cgroup path.
+func selfCgroups() map[string]string {
+	m := map[string]string{}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			m[c] = parts[2]
+		}
+	}
+	return m
+}
+
+// Group is the limits of one run.
+type Group struct {
+	plan  Plan
+	extra int
+	dirs  map[string]string // controller → the run's cgroup
+	nproc uint64            // RLIMIT_NPROC to set, when pids is an rlimit
+}
+
+// Start makes the run's cgroups (cordon-<random> below this process's),
+// with the limits written; extra is the number of the substrate's own
+// processes that run in them beside the tool's (bwrap and the sandbox's
+// init: 2). With an rlimit for pids, it counts the user's processes now.
+func (p Plan) Start(extra int) (*Group, error) {
+	g := &Group{plan: p, extra: extra, dirs: map[string]string{}}
+	var name [8]byte
+	rand.Read(name[:])
+	id := "cordon-" + hex.EncodeToString(name[:])
+	mk := func(c string, files ...string) error {
+		dir := filepath.Join(p.host.V1[c], id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("limits: cannot create the %s cgroup %s: %w", c, dir, err)
+		}
+		g.dirs[c] = dir
+		for i := 0; i+1 < len(files); i += 2 {
+			if err := writeFile(filepath.Join(dir, files[i]), files[i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if p.Memory == Cgroup1 {
+		n := strconv.FormatInt(p.Spec.Memory, 10)
+		if err := mk("memory", "memory.limit_in_bytes", n); err != nil {
+			g.Close()
+			return nil, err
+		}
+		// Swap counts too where the kernel accounts it: a tool cannot
+		// page its way past the limit.
+		if sw := filepath.Join(g.dirs["memory"], "memory.memsw.limit_in_bytes"); fileExists(sw) {
+			if err := writeFile(sw, n); err != nil {
+				g.Close()
+				return nil, err
+			}
+		}
+	}
+	if p.Pids == Cgroup1 {
+		if err := mk("pids", "pids.max", strconv.Itoa(p.Spec.Pids+extra)); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	if p.Pids == Rlimit {
+		g.nproc = uint64(userProcesses(p.host.UID) + p.Spec.Pids + extra)
+	}
+	return g, nil
+}
+
+// Add puts the process pid — the run's first, which has not started the
+// tool yet — in the run's cgroups and sets its rlimits, which every
+// process it starts inherits.
+func (g *Group) Add(pid int) error {
+	for _, c := range []string{"memory", "pids"} {
+		if dir, ok := g.dirs[c]; ok {
+			if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					return fmt.Errorf("%w: %w", ErrGone, err)
+				}
+				return err
+			}
+		}
+	}
+	set := func(res int, name string, v uint64, hard uint64) error {
+		lim := unix.Rlimit{Cur: v, Max: hard}
+		if err := unix.Prlimit(pid, res, &lim, nil); errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("%w: %w", ErrGone, err)
+		} else if err != nil {
+			return fmt.Errorf("limits: cannot set %s=%d on process %d: %w", name, v, pid, err)
+		}
+		return nil
+	}
+	if g.plan.Memory == Rlimit {
+		if err := set(unix.RLIMIT_AS, "RLIMIT_AS", uint64(g.plan.Spec.Memory), uint64(g.plan.Spec.Memory)); err != nil {
+			return err
+		}
+	}
+	if g.plan.Pids == Rlimit {
+		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", g.nproc, g.nproc); err != nil {
+			return err
+		}
+	}
+	if g.plan.CPU == Rlimit {
+		s := cpuSeconds(g.plan.Spec.CPU)
+		if err := set(unix.RLIMIT_CPU, "RLIMIT_CPU", s, s+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MemoryExceeded reports whether the run reached its memory cgroup's limit
+// (the kernel's OOM killer then ended a process of it).
+func (g *Group) MemoryExceeded() bool {
+	dir, ok := g.dirs["memory"]
+	if !ok {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "memory.oom_control"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok && v != "0" {
+			return true
+		}
+	}
+	data, err = os.ReadFile(filepath.Join(dir, "memory.failcnt"))
+	return err == nil && strings.TrimSpace(string(data)) != "0"
+}
+
+// PidsExceeded reports whether a fork of the run failed at its pids
+// cgroup's limit.
+func (g *Group) PidsExceeded() bool {
+	dir, ok := g.dirs["pids"]
+	if !ok {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "pids.events"))
+	if err != nil {
+		return false
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "max ")
+	return ok && v != "0"
+}
+
+// Close kills whatever is left in the run's cgroups (nothing, after a run
+// whose tree was killed) and removes them.
+func (g *Group) Close() error {
+	var errs []error
+	for _, c := range []string{"pids", "memory"} {
+		dir, ok := g.dirs[c]
+		if !ok {
+			continue
+		}
+		var err error
+		for range 200 { // bounded: 200 × ≤5 ms
+			for _, pid := range procsOf(dir) {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+				err = nil
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("limits: cannot remove the cgroup %s: %w", dir, err))
+		}
+		delete(g.dirs, c)
+	}
+	return errors.Join(errs...)
+}
+
+func procsOf(dir string) []int {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// userProcesses counts the processes whose /proc directory uid owns (the
+// effective uid; RLIMIT_NPROC counts by the real one, the same for the
+// processes of a user who runs no setuid program).
+func userProcesses(uid int) int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	n := 0
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(int(d.Fd()), name, &st, 0) == nil && int(st.Uid) == uid {
+			n++
+		}
+	}
+	return n
+}
+
+func writeFile(path, v string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("limits: cannot open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(v)); err != nil {
+		return fmt.Errorf("limits: cannot write %s to %s: %w", v, path, err)
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil
+}
+
+func physicalMemory() int64 {
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) != nil {
+		return 1 << 30
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}

@@ -1,0 +1,35 @@
+//go:build !linux
+
+package limits
+
+import (
+	"errors"
+	"os"
+)
+
+// Detect reports no cgroups: outside Linux, limits are not applied.
+func Detect() Host {
+	return Host{UID: os.Getuid(), Why: map[string]string{"memory": "not Linux", "pids": "not Linux"}}
+}
+
+// Group is the limits of one run.
+type Group struct{}
+
+var errNotLinux = errors.New("limits: resource limits of native runs need Linux")
+
+// Start fails outside Linux.
+func (p Plan) Start(extra int) (*Group, error) { return nil, errNotLinux }
+
+// Add fails outside Linux.
+func (g *Group) Add(pid int) error { return errNotLinux }
+
+// MemoryExceeded is false outside Linux.
+func (g *Group) MemoryExceeded() bool { return false }
+
+// PidsExceeded is false outside Linux.
+func (g *Group) PidsExceeded() bool { return false }
+
+// Close does nothing outside Linux.
+func (g *Group) Close() error { return nil }
+
+func physicalMemory() int64 { return 1 << 30 }

@@ -1,0 +1,359 @@
+//go:build linux
+
+package seccomp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+var policies = []Policy{{Network: NetNone}, {Network: NetTCP}, {Network: NetHost}}
+
+// native returns this architecture's table, or skips the test on one the
+// package has none for.
+func native(t *testing.T) *table {
+	t.Helper()
+	tab := nativeTable()
+	if tab == nil {
+		_, err := Program(Policy{})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("Program without a table: got %v, want an error wrapping errors.ErrUnsupported", err)
+		}
+		t.Skipf("no system call table: %v", err)
+	}
+	return tab
+}
+
+// vm runs p's program, as assembled for the kernel, in bpf.VM.
+func vm(t *testing.T, p Policy) *bpf.VM {
+	t.Helper()
+	prog, err := Program(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insns := make([]bpf.Instruction, len(prog))
+	for i, raw := range prog {
+		insns[i] = raw.Disassemble()
+	}
+	m, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("%v: the program does not load: %v", p, err)
+	}
+	return m
+}
+
+// seccompData is a struct seccomp_data for bpf.VM. The kernel's loads
+// read host-order words of the little-endian struct; bpf.VM's loads read
+// big-endian ones. So each 32-bit word is written big-endian at the
+// offset the little-endian struct puts it: an argument's low half at
+// 16+8*i, its high half at 20+8*i.
+func seccompData(arch, nr uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[0:], nr)
+	binary.BigEndian.PutUint32(b[4:], arch)
+	for i, a := range args {
+		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+const (
+	allow  = unix.SECCOMP_RET_ALLOW
+	eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+)
+
+func verdict(r int) string {
+	switch uint32(r) {
+	case allow:
+		return "ALLOW"
+	case eperm:
+		return "ERRNO(EPERM)"
+	case enosys:
+		return "ERRNO(ENOSYS)"
+	}
+	return fmt.Sprintf("%#x", r)
+}
+
+// sysCall is one system call as the filter sees it, and what it must
+// answer under each network policy.
+type sysCall struct {
+	name string
+	arch uint32 // 0: the table's
+	nr   uint32
+	args []uint64
+	want [3]uint32 // for NetNone, NetTCP, NetHost
+}
+
+func same(v uint32) [3]uint32 { return [3]uint32{v, v, v} }
+
+// calls is the table every policy replays.
+func calls(tab *table) []sysCall {
+	var cs []sysCall
+	for _, c := range tab.denied {
+		// Arguments that the calls checked by argument would allow.
+		cs = append(cs, sysCall{name: c.name, nr: c.nr, args: []uint64{0, 0, 0}, want: same(eperm)})
+	}
+	const plainClone = unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
+		unix.CLONE_SYSVSEM | unix.CLONE_THREAD | unix.CLONE_SETTLS | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
+	cs = append(cs,
+		sysCall{name: "getpid", nr: unix.SYS_GETPID, want: same(allow)},
+		sysCall{name: "read", nr: unix.SYS_READ, args: []uint64{0, 0, 1}, want: same(allow)},
+		sysCall{name: "write", nr: unix.SYS_WRITE, args: []uint64{1, 0, 1}, want: same(allow)},
+		sysCall{name: "openat", nr: unix.SYS_OPENAT, want: same(allow)},
+		sysCall{name: "execve", nr: unix.SYS_EXECVE, want: same(allow)},
+		sysCall{name: "socketpair(AF_UNIX)", nr: unix.SYS_SOCKETPAIR, args: []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, want: same(allow)},
+		sysCall{name: "socketpair(AF_INET)", nr: unix.SYS_SOCKETPAIR, args: []uint64{unix.AF_INET, unix.SOCK_DGRAM, 0}, want: same(allow)},
+		sysCall{name: "clone3", nr: unix.SYS_CLONE3, want: same(enosys)},
+
+		sysCall{name: "clone(thread)", nr: unix.SYS_CLONE, args: []uint64{plainClone}, want: same(allow)},
+		sysCall{name: "clone(fork)", nr: unix.SYS_CLONE, args: []uint64{uint64(unix.SIGCHLD)}, want: same(allow)},
+		sysCall{name: "clone(vfork)", nr: unix.SYS_CLONE, args: []uint64{unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_PIDFD | uint64(unix.SIGCHLD)}, want: same(allow)},
+		sysCall{name: "clone(high bits only)", nr: unix.SYS_CLONE, args: []uint64{1<<32 | uint64(unix.SIGCHLD)}, want: same(allow)},
+		sysCall{name: "clone(CLONE_NEWUSER|high bits)", nr: unix.SYS_CLONE, args: []uint64{1<<32 | unix.CLONE_NEWUSER}, want: same(eperm)},
+
+		sysCall{name: "ioctl(TIOCSTI)", nr: unix.SYS_IOCTL, args: []uint64{0, unix.TIOCSTI}, want: same(eperm)},
+		sysCall{name: "ioctl(TIOCSTI|1<<32)", nr: unix.SYS_IOCTL, args: []uint64{0, 1<<32 | unix.TIOCSTI}, want: same(eperm)},
+		sysCall{name: "ioctl(TIOCLINUX)", nr: unix.SYS_IOCTL, args: []uint64{0, unix.TIOCLINUX}, want: same(eperm)},
+		sysCall{name: "ioctl(TIOCLINUX|0xffffffff<<32)", nr: unix.SYS_IOCTL, args: []uint64{0, 0xffffffff<<32 | unix.TIOCLINUX}, want: same(eperm)},
+		sysCall{name: "ioctl(TIOCGWINSZ)", nr: unix.SYS_IOCTL, args: []uint64{0, unix.TIOCGWINSZ}, want: same(allow)},
+		sysCall{name: "ioctl(TIOCINQ)", nr: unix.SYS_IOCTL, args: []uint64{0, unix.TIOCINQ}, want: same(allow)},
+		sysCall{name: "ioctl(TIOCSTI in fd)", nr: unix.SYS_IOCTL, args: []uint64{unix.TIOCSTI, unix.TIOCGWINSZ}, want: same(allow)},
+
+		sysCall{name: "personality(PER_LINUX)", nr: unix.SYS_PERSONALITY, args: []uint64{0}, want: same(allow)},
+		sysCall{name: "personality(query)", nr: unix.SYS_PERSONALITY, args: []uint64{0xffffffff}, want: same(allow)},
+		sysCall{name: "personality(1<<32)", nr: unix.SYS_PERSONALITY, args: []uint64{1 << 32}, want: same(allow)},
+		sysCall{name: "personality(ADDR_NO_RANDOMIZE)", nr: unix.SYS_PERSONALITY, args: []uint64{0x0040000}, want: same(eperm)},
+		sysCall{name: "personality(READ_IMPLIES_EXEC)", nr: unix.SYS_PERSONALITY, args: []uint64{0x0400000}, want: same(eperm)},
+		sysCall{name: "personality(PER_LINUX32)", nr: unix.SYS_PERSONALITY, args: []uint64{0x0008}, want: same(eperm)},
+
+		sysCall{name: "getpid on AUDIT_ARCH_I386", arch: unix.AUDIT_ARCH_I386, nr: unix.SYS_GETPID, want: same(eperm)},
+		sysCall{name: "nr 0 on AUDIT_ARCH_ARM", arch: unix.AUDIT_ARCH_ARM, nr: 0, want: same(eperm)},
+	)
+	if tab.x32Bit != 0 {
+		cs = append(cs,
+			sysCall{name: "x32 getpid", nr: tab.x32Bit | unix.SYS_GETPID, want: same(eperm)},
+			sysCall{name: "x32 nr 0", nr: tab.x32Bit, want: same(eperm)},
+			sysCall{name: "nr -1", nr: 0xffffffff, want: same(eperm)},
+		)
+	}
+
+	// socket(2): family, type, protocol.
+	const (
+		stream = unix.SOCK_STREAM
+		flags  = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+	)
+	tcpOnly := [3]uint32{eperm, allow, allow}
+	hostOnly := [3]uint32{eperm, eperm, allow}
+	sockets := []struct {
+		family, typ, proto uint64
+		want               [3]uint32
+	}{
+		{unix.AF_INET, stream, 0, tcpOnly},
+		{unix.AF_INET, stream, unix.IPPROTO_TCP, tcpOnly},
+		{unix.AF_INET, stream | flags, 0, tcpOnly},
+		{unix.AF_INET, stream | unix.SOCK_NONBLOCK, unix.IPPROTO_TCP, tcpOnly},
+		{unix.AF_INET6, stream, 0, tcpOnly},
+		{unix.AF_INET6, stream | flags, unix.IPPROTO_TCP, tcpOnly},
+		{1<<32 | unix.AF_INET, 1<<32 | stream, 1<<32 | unix.IPPROTO_TCP, tcpOnly}, // the kernel reads ints
+		{unix.AF_INET, stream, unix.IPPROTO_MPTCP, hostOnly},
+		{unix.AF_INET6, stream, unix.IPPROTO_MPTCP, hostOnly},
+		{unix.AF_INET, stream, unix.IPPROTO_SCTP, hostOnly},
+		{unix.AF_INET, stream, unix.IPPROTO_UDP, hostOnly},
+		{unix.AF_INET, unix.SOCK_DGRAM, 0, hostOnly},
+		{unix.AF_INET6, unix.SOCK_DGRAM | flags, unix.IPPROTO_UDP, hostOnly},
+		{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP, hostOnly},
+		{unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_RAW, hostOnly},
+		{unix.AF_INET, unix.SOCK_SEQPACKET, unix.IPPROTO_SCTP, hostOnly},
+		{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP, hostOnly},
+		{unix.AF_UNIX, stream, 0, same(eperm)},
+		{unix.AF_UNIX, unix.SOCK_DGRAM | flags, 0, same(eperm)},
+		{1<<32 | unix.AF_UNIX, stream, 0, same(eperm)},
+		{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE, same(eperm)},
+		{unix.AF_PACKET, unix.SOCK_RAW, 0x0300, same(eperm)},
+		{unix.AF_VSOCK, stream, 0, same(eperm)},
+		{unix.AF_BLUETOOTH, stream, 0, same(eperm)},
+		{unix.AF_ALG, unix.SOCK_SEQPACKET, 0, same(eperm)},
+		{unix.AF_XDP, unix.SOCK_RAW, 0, same(eperm)},
+		{unix.AF_KEY, unix.SOCK_RAW, 2, same(eperm)},
+		{unix.AF_UNSPEC, stream, 0, same(eperm)},
+	}
+	for _, s := range sockets {
+		cs = append(cs, sysCall{
+			name: fmt.Sprintf("socket(%#x, %#x, %d)", s.family, s.typ, s.proto),
+			nr:   tab.socket, args: []uint64{s.family, s.typ, s.proto}, want: s.want,
+		})
+	}
+	return cs
+}
+
+// TestVerdicts replays the table of calls against each policy's program.
+func TestVerdicts(t *testing.T) {
+	tab := native(t)
+	for i, p := range policies {
+		t.Run(p.Network.String(), func(t *testing.T) {
+			m := vm(t, p)
+			for _, c := range calls(tab) {
+				arch := c.arch
+				if arch == 0 {
+					arch = tab.audit
+				}
+				got, err := m.Run(seccompData(arch, c.nr, c.args...))
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				if got != int(c.want[i]) {
+					t.Errorf("%s (nr %d): got %s, want %s", c.name, c.nr, verdict(got), verdict(int(c.want[i])))
+				}
+			}
+		})
+	}
+}
+
+// TestDeniedWhateverTheArguments: a denied call is refused with any
+// argument, the ones the argument checks look at included.
+func TestDeniedWhateverTheArguments(t *testing.T) {
+	tab := native(t)
+	args := [][]uint64{
+		{},
+		{unix.AF_INET, unix.SOCK_STREAM, 0},
+		{0, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+		{1 << 32, 1 << 32, 1 << 32},
+	}
+	for _, p := range policies {
+		m := vm(t, p)
+		for _, c := range tab.denied {
+			for _, a := range args {
+				got, err := m.Run(seccompData(tab.audit, c.nr, a...))
+				if err != nil || got != int(eperm) {
+					t.Errorf("%v: %s%v: got %s (%v), want ERRNO(EPERM)", p.Network, c.name, a, verdict(got), err)
+				}
+			}
+		}
+	}
+}
+
+// TestTable checks the table against itself: sorted unique names, no
+// number twice, and none of the calls checked by argument denied outright.
+func TestTable(t *testing.T) {
+	tab := native(t)
+	names := Denied()
+	if len(names) != len(tab.denied) || !slices.IsSorted(names) {
+		t.Fatalf("Denied() = %v: want the table's %d names, sorted", names, len(tab.denied))
+	}
+	if len(slices.Compact(slices.Clone(names))) != len(names) {
+		t.Errorf("Denied() names a call twice: %v", names)
+	}
+	seen := map[uint32]string{
+		tab.clone: "clone", tab.clone3: "clone3", tab.ioctl: "ioctl",
+		tab.personality: "personality", tab.socket: "socket",
+	}
+	if len(seen) != 5 {
+		t.Errorf("the calls checked by argument share numbers: %v", seen)
+	}
+	for _, c := range tab.denied {
+		if other, dup := seen[c.nr]; dup {
+			t.Errorf("%s has the number %d of %s", c.name, c.nr, other)
+		}
+		seen[c.nr] = c.name
+	}
+}
+
+// TestStringNamesEveryDenial: the line a grant quotes names each denied
+// call, literally or by a pattern (io_uring_*), so it does not drift
+// from the table.
+func TestStringNamesEveryDenial(t *testing.T) {
+	native(t)
+	words := regexp.MustCompile(`[a-z0-9_*]+`)
+	seen := map[string]bool{}
+	for _, p := range policies {
+		s := p.String()
+		if seen[s] {
+			t.Errorf("two policies have the same String: %s", s)
+		}
+		seen[s] = true
+		for _, name := range Denied() {
+			if !slices.ContainsFunc(words.FindAllString(s, -1), func(w string) bool {
+				ok, _ := path.Match(w, name)
+				return ok
+			}) {
+				t.Errorf("%v.String() does not name %s: %s", p.Network, name, s)
+			}
+		}
+	}
+	if s := (Policy{Network: 7}).String(); s != "seccomp: invalid network policy Network(7)" {
+		t.Errorf("an unknown network: String() = %q", s)
+	}
+	if _, err := Program(Policy{Network: 7}); err == nil {
+		t.Error("Program accepts an unknown network policy")
+	}
+}
+
+// TestMarshal: 8 bytes an instruction, which decode to the program again.
+func TestMarshal(t *testing.T) {
+	native(t)
+	for _, p := range policies {
+		prog, err := Program(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != 8*len(prog) {
+			t.Fatalf("%v: %d bytes for %d instructions", p.Network, len(b), len(prog))
+		}
+		var back []bpf.RawInstruction
+		for i := 0; i < len(b); i += 8 {
+			back = append(back, bpf.RawInstruction{
+				Op: binary.NativeEndian.Uint16(b[i:]),
+				Jt: b[i+2],
+				Jf: b[i+3],
+				K:  binary.NativeEndian.Uint32(b[i+4:]),
+			})
+		}
+		if !slices.Equal(back, prog) {
+			t.Errorf("%v: Marshal does not decode to Program", p.Network)
+		}
+	}
+}
+
+// TestMarshalIsTheKernelLayout: Marshal's bytes are the memory of the
+// []unix.SockFilter that Apply hands the kernel (x/sys generates that
+// struct from the kernel's headers), so bubblewrap reads what Apply
+// installs.
+func TestMarshalIsTheKernelLayout(t *testing.T) {
+	native(t)
+	if unsafe.Sizeof(unix.SockFilter{}) != 8 {
+		t.Fatalf("struct sock_filter is %d bytes, not 8", unsafe.Sizeof(unix.SockFilter{}))
+	}
+	for _, p := range policies {
+		prog, err := Program(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filter := make([]unix.SockFilter, len(prog))
+		for i, ins := range prog {
+			filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+		}
+		mem := unsafe.Slice((*byte)(unsafe.Pointer(&filter[0])), 8*len(filter))
+		b, err := Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(b, mem) {
+			t.Errorf("%v: Marshal differs from the kernel's struct sock_filter array", p.Network)
+		}
+	}
+}

@@ -1,0 +1,452 @@
+package landlock
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/seccomp"
+	"github.com/cordon-run/cordon/substrate"
+)
+
+// The argv[0] of the helpers: a process started with one of them is a
+// helper, whatever binary it is (cordon, a test binary, a program that
+// embeds the substrate).
+const (
+	supervisorArg0 = "cordon-landlock-supervisor"
+	confinerArg0   = "cordon-landlock-confiner"
+)
+
+// The helpers' descriptors: the configuration (read to its end, then
+// closed) and the status channel (one line: "started", or "failed CODE
+// message").
+const (
+	configFD = 3
+	statusFD = 4
+)
+
+func init() {
+	if len(os.Args) == 0 {
+		return
+	}
+	switch os.Args[0] {
+	case supervisorArg0:
+		os.Exit(supervise())
+	case confinerArg0:
+		goruntime.LockOSThread() // never unlocked: the restrictions are this thread's, and it execs
+		os.Exit(confine())
+	}
+}
+
+// config is what the helpers are told, as JSON on configFD.
+type config struct {
+	Workspace string   `json:"workspace"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	// Read are host paths readable and executable beneath; Devices are
+	// files readable and writable; Write are directories with every
+	// access beneath. Spine are workspace-relative directories (""
+	// the root) in which nothing may be created, removed or renamed;
+	// every entry of them that is neither a spine directory nor in
+	// Protected gets write access. Protected are workspace-relative
+	// paths that stay read-only.
+	Read      []string `json:"read"`
+	Proc      bool     `json:"proc"`
+	Devices   []string `json:"devices"`
+	Write     []string `json:"write"`
+	Spine     []string `json:"spine"`
+	Protected []string `json:"protected"`
+	Network   Network  `json:"network"`
+	Ports     []int    `json:"ports"`
+	Seccomp   int      `json:"seccomp"` // seccomp.Network
+	DropCaps  bool     `json:"drop_caps"`
+}
+
+func readConfig() (*config, error) {
+	f := os.NewFile(configFD, "config")
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	var c config
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("bad configuration: %w", err)
+	}
+	return &c, nil
+}
+
+// fail reports a setup failure on the status descriptor and returns the
+// exit code.
+func fail(status io.Writer, code int, format string, args ...any) int {
+	fmt.Fprintf(status, "failed %d %s\n", code, strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " "))
+	return code
+}
+
+// supervise is the first helper: the child subreaper of the run. It
+// starts the confiner with the configuration, reports whether the tool
+// started, waits for it, kills what it left, and exits as it did.
+func supervise() int {
+	status := os.NewFile(statusFD, "status")
+	cfg, err := readConfig()
+	if err != nil {
+		return fail(status, 125, "supervisor: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(status, 125, "supervisor: cannot become the child subreaper: %v", err)
+	}
+	// TERM and INT end the tool (cordon sends them to the whole group),
+	// not the supervisor, which must outlive the tool's tree.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	data, _ := json.Marshal(cfg)
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return fail(status, 125, "supervisor: %v", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return fail(status, 125, "supervisor: %v", err)
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe", Args: []string{confinerArg0}, Dir: cfg.Workspace, Env: []string{},
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		ExtraFiles: []*os.File{cfgR, errW},
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(status, 125, "supervisor: cannot start the confiner: %v", err)
+	}
+	cfgR.Close()
+	errW.Close()
+	cfgW.Write(data)
+	cfgW.Close()
+	msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
+	errR.Close()
+	if len(msg) > 0 {
+		status.Write(msg)
+	} else {
+		status.Write([]byte("started\n"))
+	}
+	status.Close()
+	err = cmd.Wait()
+	reapAll()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return exit.ExitCode()
+	}
+	return 125
+}
+
+// reapAll kills every process left below the supervisor (orphans of the
+// tool are its children) and reaps them, until none is left.
+func reapAll() {
+	for range 1000 { // bounded; each round kills every child
+		kids := children()
+		if len(kids) == 0 {
+			for {
+				var ws unix.WaitStatus
+				if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); pid <= 0 || err != nil {
+					return
+				}
+			}
+		}
+		for _, pid := range kids {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		for range kids {
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(-1, &ws, 0, nil); errors.Is(err, unix.ECHILD) {
+				break
+			}
+		}
+	}
+}
+
+// children lists the supervisor's children, from /proc.
+func children() []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// confine is the second helper: it applies the restrictions to itself and
+// executes the tool. Its status descriptor closes on exec: an empty status
+// means the tool started.
+func confine() int {
+	status := os.NewFile(statusFD, "status")
+	unix.CloseOnExec(statusFD)
+	cfg, err := readConfig()
+	if err != nil {
+		return fail(status, 125, "confiner: %v", err)
+	}
+	if cfg.DropCaps {
+		if err := dropCapabilities(); err != nil {
+			return fail(status, 125, "cannot drop capabilities: %v", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail(status, 125, "cannot set no_new_privs: %v", err)
+	}
+	if err := restrict(cfg); err != nil {
+		return fail(status, 125, "landlock: %v", err)
+	}
+	if err := seccomp.Apply(seccomp.Policy{Network: seccomp.Network(cfg.Seccomp)}); err != nil {
+		return fail(status, 125, "seccomp: %v", err)
+	}
+	path, _ := substrate.LookupEnv(cfg.Env, "PATH")
+	prog, code, why := substrate.LookPath(cfg.Argv[0], path, cfg.Workspace)
+	if code != 0 {
+		return fail(status, code, "%s", why)
+	}
+	// Nothing but the standard streams reaches the tool: a descriptor
+	// this process inherited would be a way around the rules.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fail(status, 125, "cannot close the inherited descriptors: %v", err)
+	}
+	err = syscall.Exec(prog, cfg.Argv, cfg.Env)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fail(status, 127, "command not found")
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOEXEC), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EPERM):
+		return fail(status, 126, "permission denied")
+	}
+	return fail(status, 125, "cannot execute %s: %v", prog, err)
+}
+
+// dropCapabilities empties the bounding, ambient and inheritable sets and
+// locks SECBIT_NOROOT, so that root gains no capability when it executes
+// the tool (the permitted and effective sets are recomputed from them).
+func dropCapabilities() error {
+	for c := 0; c <= lastCap(); c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("PR_CAPBSET_DROP %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
+	}
+	// <linux/securebits.h>: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (locked
+	// only) and NO_CAP_AMBIENT_RAISE, each with its lock.
+	const (
+		noRoot, noRootLocked            = 1 << 0, 1 << 1
+		noSetuidFixup, noSetuidLocked   = 1 << 2, 1 << 3
+		keepCapsLocked                  = 1 << 5
+		noAmbientRaise, noAmbientLocked = 1 << 6, 1 << 7
+	)
+	const bits = noRoot | noRootLocked | noSetuidFixup | noSetuidLocked | keepCapsLocked | noAmbientRaise | noAmbientLocked
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
+		return fmt.Errorf("PR_SET_SECUREBITS: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData // everything zero: no capability at all
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+func lastCap() int {
+	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if n, perr := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && perr == nil {
+		return n
+	}
+	return 63
+}
+
+// The access rights the rules grant.
+const (
+	readRights  = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
+	fileRights  = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
+	deviceRight = ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
+	// handledFS is every file system right of ABI 6 (the first 16 bits).
+	handledFS = uint64(1<<16 - 1)
+	// dirRights is every right but device ioctls.
+	dirRights = handledFS &^ ll.AccessFSIoctlDev
+)
+
+// restrict builds the ruleset of cfg and applies it to this thread.
+func restrict(cfg *config) error {
+	abi, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		return fmt.Errorf("Landlock is not available: %v", err)
+	}
+	if abi < RequiredABI {
+		return fmt.Errorf("the kernel's Landlock ABI is %d; %d is required", abi, RequiredABI)
+	}
+	attr := ll.RulesetAttr{HandledAccessFS: handledFS, Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
+	if cfg.Network != NetHost {
+		attr.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
+	}
+	rs, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return fmt.Errorf("cannot create a ruleset: %v", err)
+	}
+	defer unix.Close(rs)
+	add := func(fd int, rights uint64, what string) error {
+		if err := ll.LandlockAddPathBeneathRule(rs, &ll.PathBeneathAttr{AllowedAccess: rights, ParentFd: fd}, 0); err != nil {
+			return fmt.Errorf("cannot add the rule for %s: %v", what, err)
+		}
+		return nil
+	}
+	addPath := func(p string, rights uint64, dirOnly bool) error {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // not on this host
+		}
+		if err != nil {
+			return fmt.Errorf("cannot open %s: %v", p, err)
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			return nil // a symlink (/lib on a merged-/usr host): its target has its own rule
+		case unix.S_IFDIR:
+		default:
+			if dirOnly {
+				return fmt.Errorf("%s is not a directory", p)
+			}
+			rights &= fileRights | deviceRight
+		}
+		return add(fd, rights, p)
+	}
+	for _, p := range cfg.Read {
+		if err := addPath(p, readRights, false); err != nil {
+			return err
+		}
+	}
+	if cfg.Proc {
+		if err := addPath("/proc", ll.AccessFSReadFile|ll.AccessFSReadDir, true); err != nil {
+			return err
+		}
+	}
+	for _, p := range cfg.Devices {
+		if err := addPath(p, deviceRight, false); err != nil {
+			return err
+		}
+	}
+	for _, p := range cfg.Write {
+		if err := addPath(p, dirRights, true); err != nil {
+			return err
+		}
+	}
+	if err := addSpine(cfg, add); err != nil {
+		return err
+	}
+	for _, port := range cfg.Ports {
+		if err := ll.LandlockAddNetPortRule(rs, &ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(port)}, 0); err != nil {
+			return fmt.Errorf("cannot add the rule for TCP port %d: %v", port, err)
+		}
+	}
+	if err := ll.LandlockRestrictSelf(rs, 0); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %v", err)
+	}
+	return nil
+}
+
+// addSpine gives write access to every entry of the spine directories
+// that is neither a spine directory nor protected: a directory gets every
+// right beneath it, a regular file read, write and truncate; anything else
+// (a symlink, a socket) nothing. Directories are opened component by
+// component without following symlinks.
+func addSpine(cfg *config, add func(fd int, rights uint64, what string) error) error {
+	if len(cfg.Spine) == 0 {
+		return nil
+	}
+	root, err := unix.Open(cfg.Workspace, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open the workspace %s: %v", cfg.Workspace, err)
+	}
+	defer unix.Close(root)
+	for _, dir := range cfg.Spine {
+		fd, err := openBeneath(root, dir)
+		if errors.Is(err, unix.ENOENT) {
+			continue // absent: its parent is a spine directory, so it cannot be created
+		}
+		if err != nil {
+			return fmt.Errorf("cannot open %s of the workspace: %v", dir, err)
+		}
+		f := os.NewFile(uintptr(fd), dir)
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("cannot list %s of the workspace: %v", dir, err)
+		}
+		for _, name := range names {
+			rel := name
+			if dir != "" {
+				rel = dir + "/" + name
+			}
+			if slices.Contains(cfg.Spine, rel) || slices.Contains(cfg.Protected, rel) {
+				continue
+			}
+			efd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				continue // gone meanwhile
+			}
+			var st unix.Stat_t
+			err = unix.Fstat(efd, &st)
+			switch {
+			case err != nil:
+			case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+				err = add(efd, dirRights, rel)
+			case st.Mode&unix.S_IFMT == unix.S_IFREG:
+				err = add(efd, fileRights, rel)
+			}
+			unix.Close(efd)
+			if err != nil {
+				f.Close()
+				return err
+			}
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// openBeneath opens the workspace-relative directory rel below root, one
+// component at a time, never following a symlink.
+func openBeneath(root int, rel string) (int, error) {
+	fd, err := unix.Dup(root)
+	if err != nil || rel == "" {
+		return fd, err
+	}
+	for _, part := range strings.Split(rel, "/") {
+		next, err := unix.Openat(fd, part, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
