@@ -45,7 +45,6 @@ func nsRefused(err error) bool {
 	return false
 }
 
-
 func isExecError(err error) bool {
 	return errors.Is(err, unix.ENOEXEC) || errors.Is(err, unix.EISDIR)
 }

@@ -22,7 +22,6 @@ func procAttr(ns bool) (*syscall.SysProcAttr, []substrate.Mechanism) {
 
 func nsRefused(error) bool { return false }
 
-
 func isExecError(err error) bool {
 	return errors.Is(err, unix.ENOEXEC) || errors.Is(err, unix.EISDIR)
 }
