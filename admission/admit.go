@@ -22,6 +22,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -95,9 +96,10 @@ func New(cfg Config) (*Admitter, error) {
 	}
 	if cfg.Substrates == nil {
 		cfg.Substrates = map[string]substrate.Enforcer{
-			KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
-			KindWasm:   wasm.Enforcer{},
-			host.Name:  host.Enforcer{},
+			KindNative:    bwrap.NewEnforcer(bwrap.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
+			KindWasm:      wasm.Enforcer{},
+			host.Name:     host.Enforcer{},
+			landlock.Name: landlock.Enforcer{},
 		}
 	}
 	if cfg.Inspectors == nil {

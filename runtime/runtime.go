@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -74,7 +75,7 @@ func (r *Runtime) Close() error {
 // Result is what happened to one run.
 type Result struct {
 	substrate.Outcome
-	// Substrate is "bwrap", "wasm" or "host".
+	// Substrate is "bwrap", "landlock", "wasm" or "host".
 	Substrate string
 	// Sandboxed is true when a sandbox confined the run: false on the
 	// host, and for a run that did not happen.
@@ -131,6 +132,8 @@ func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error
 		err = r.runBwrap(ctx, p, &res)
 	case host.Name:
 		err = r.runHost(ctx, p, &res)
+	case landlock.Name:
+		err = r.runLandlock(ctx, p, &res)
 	case wasm.Name:
 		err = r.runWasm(ctx, p, &res)
 	default:
@@ -163,6 +166,30 @@ func (r *Runtime) runBwrap(ctx context.Context, p *admission.Prepared, res *Resu
 	}
 	res.Outcome, res.Sandboxed = o, true
 	for _, m := range policy.Mechanisms() {
+		res.Mechanisms = append(res.Mechanisms, m.String())
+	}
+	return nil
+}
+
+func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *Result) error {
+	g := p.Grant
+	policy, err := landlock.PolicyOf(g.All(), p.Workspace)
+	if err != nil {
+		return err
+	}
+	policy.SystemPath = !p.WorkspacePath
+	if p.Tool != nil && len(p.Tool.Files) > 0 {
+		policy.ReadOnly = append(policy.ReadOnly, p.Tool.Dir)
+	}
+	o, mechs, err := landlock.Run(ctx, landlock.Spec{
+		Policy: policy, Harness: p.Harness, Command: p.Command, Stdin: p.Stdin, Environ: r.cfg.Environ,
+		Timeout: g.Time(), Grace: r.cfg.Grace, MaxOutput: g.Output(), Logger: r.cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	res.Outcome, res.Sandboxed = o, true
+	for _, m := range mechs {
 		res.Mechanisms = append(res.Mechanisms, m.String())
 	}
 	return nil

@@ -576,9 +576,11 @@ func TestInheritedDescriptorsStayOut(t *testing.T) {
 }
 
 // TestHostSocketsAreUnreachable listens on Unix sockets where host agents
-// keep theirs (under /tmp, under the caller's home) and tries to connect
-// from inside; a socket in the workspace is the control that shows the
-// attempt can succeed.
+// keep theirs (under /tmp, under the caller's home) and in the workspace,
+// and tries to connect from inside: the mount table hides the first two,
+// and the seccomp filter refuses socket(AF_UNIX) for all three; a
+// socketpair, which reaches nothing outside, is the control that shows the
+// attempt ran.
 func TestHostSocketsAreUnreachable(t *testing.T) {
 	needBwrap(t)
 	needProgram(t, "python3")
@@ -618,6 +620,7 @@ func TestHostSocketsAreUnreachable(t *testing.T) {
 	for name, path := range sockets {
 		script.WriteString(attempt(name, fmt.Sprintf(`python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("%s"); assert s.recv(10)'`, path)))
 	}
+	script.WriteString(attempt("pair", `python3 -c 'import socket; a, b = socket.socketpair(); a.send(b"x"); assert b.recv(1) == b"x"'`))
 	env := append(os.Environ(), "HOME="+home)
 	res := run(t, newPolicy(ws), script.String(), func(s *Spec) { s.Environ = env })
 	first, rest, _ := strings.Cut(res.Stdout, "\n")
@@ -625,10 +628,12 @@ func TestHostSocketsAreUnreachable(t *testing.T) {
 		t.Errorf("/run is not empty inside: %q", res.Stdout)
 	}
 	st := statuses(t, rest)
-	if st["workspace"] != "0" {
-		t.Fatalf("the control socket in the workspace was not reachable (%q %q): the test cannot tell", res.Stdout, res.Stderr)
+	if st["pair"] != "0" {
+		t.Fatalf("python could not make a socketpair inside (%q %q): the test cannot tell", res.Stdout, res.Stderr)
 	}
-	for _, name := range []string{"tmp-agent", "home-agent"} {
+	// The seccomp filter refuses socket(AF_UNIX) itself: not even the
+	// workspace's own socket is reachable.
+	for _, name := range []string{"tmp-agent", "home-agent", "workspace"} {
 		if st[name] == "0" {
 			t.Errorf("the host socket %s (%s) was reachable from inside", name, sockets[name])
 		}

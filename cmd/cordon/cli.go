@@ -23,6 +23,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -298,6 +299,7 @@ func (e *env) admitter(toRun, cite bool) (*admission.Admitter, error) {
 			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun, Workspace: e.workspaceDir(), Harness: h}),
 			admission.KindWasm:   wasm.Enforcer{},
 			host.Name:            host.Enforcer{},
+			landlock.Name:        landlock.Enforcer{},
 		},
 	})
 	if err != nil {

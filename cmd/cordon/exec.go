@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
 func init() {
@@ -21,13 +22,19 @@ func init() {
 }
 
 const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--env NAME]...
-                   [--tmp-size SIZE] [--substrate bwrap] [--no-sandbox] [--receipt] [--json] -- CMD ARGS...
+                   [--tmp-size SIZE] [--memory SIZE] [--pids N] [--cpu D] [--substrate bwrap|landlock]
+                   [--no-sandbox] [--receipt] [--json] -- CMD ARGS...
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
   --env NAME          pass cordon's value of NAME into the sandbox (repeatable; unset names are left out)
-  --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB)
-  --substrate bwrap   the sandbox (only bwrap in this build)
+  --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB; bwrap only)
+  --memory SIZE       memory limit of the whole run (a cgroup where cordon can make one, else RLIMIT_AS)
+  --pids N            process limit (default 4096; a cgroup, else RLIMIT_NPROC)
+  --cpu D             processor time limit of each process (RLIMIT_CPU)
+  --substrate S       bwrap (default): bubblewrap's mount table, seccomp and limits; landlock: Landlock,
+                      seccomp and limits, for hosts where bubblewrap cannot create a sandbox
+                      (no fallback from one to the other)
   --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)
   --receipt           append a signed receipt of the run to the evidence log (cordon evidence list)`
 
@@ -46,6 +53,9 @@ func runExec(e *env, args []string) int {
 	envNames := fs.StringArray("env", nil, "environment variable to pass in")
 	tmpSize := fs.String("tmp-size", capture.FormatSize(bwrap.DefaultTmpSize), "cap of /tmp and /dev/shm")
 	noSandbox := fs.Bool("no-sandbox", false, "run on the host without a sandbox")
+	memory := fs.String("memory", "", "memory limit")
+	pids := fs.Int("pids", 0, "process limit")
+	cpu := fs.Duration("cpu", 0, "processor time limit")
 	substrateName := fs.String("substrate", "bwrap", "the sandbox substrate")
 	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
 	receipt := fs.Bool("receipt", false, "append a signed receipt of the run to the evidence log")
@@ -54,10 +64,6 @@ func runExec(e *env, args []string) int {
 	}
 	if fs.NArg() == 0 || fs.Arg(0) == "" {
 		return e.usageError("exec needs a command: cordon exec [flags] -- CMD ARGS...\n" + execUsage)
-	}
-	set, code := e.execCapabilities(fs.Changed("net"), *noSandbox, fs.Changed("tmp-size"), *timeout, *maxOutput, *netName, *tmpSize, *envNames)
-	if code >= 0 {
-		return code
 	}
 	if *noSandbox && fs.Changed("substrate") {
 		return e.usageError("--no-sandbox runs without a substrate; drop --substrate or --no-sandbox")
@@ -69,11 +75,19 @@ func runExec(e *env, args []string) int {
 	switch {
 	case *noSandbox:
 		sub = host.Name
-	case *substrateName == "bwrap":
-	case *substrateName == "landlock" || *substrateName == "oci":
-		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "substrate %s is not available in this build; use --substrate bwrap or --no-sandbox", *substrateName))
+	case *substrateName == bwrap.Name, *substrateName == landlock.Name:
+		sub = *substrateName
+	case *substrateName == "oci":
+		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "substrate oci is not available in this build; use --substrate bwrap or landlock, or --no-sandbox"))
 	default:
 		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap, landlock or oci", *substrateName))
+	}
+	if sub != bwrap.Name && fs.Changed("tmp-size") {
+		return e.usageError(fmt.Sprintf("--tmp-size caps the /tmp that bubblewrap mounts; the %s substrate has none to cap; drop --tmp-size", sub))
+	}
+	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, *maxOutput, *netName, *tmpSize, *envNames, *memory, *pids, *cpu)
+	if code >= 0 {
+		return code
 	}
 
 	a, err := e.admitter(true, false)
@@ -126,7 +140,9 @@ func runExec(e *env, args []string) int {
 
 // execCapabilities turns exec's flags into the capabilities the command
 // runs under, or returns the exit code of a usage error.
-func (e *env) execCapabilities(netSet, noSandbox, tmpSet bool, timeout time.Duration, maxOutput, netName, tmpSize string, envNames []string) (capabilities.Set, int) {
+func (e *env) execCapabilities(netSet bool, sub string, timeout time.Duration, maxOutput, netName, tmpSize string, envNames []string,
+	memory string, pids int, cpu time.Duration) (capabilities.Set, int) {
+	noSandbox := sub == host.Name
 	if timeout <= 0 {
 		return capabilities.Set{}, e.usageError(fmt.Sprintf("--timeout must be a positive duration such as 30s or 5m, not %v", timeout))
 	}
@@ -143,9 +159,6 @@ func (e *env) execCapabilities(netSet, noSandbox, tmpSet bool, timeout time.Dura
 	}
 	if noSandbox && netSet && network == bwrap.NetNone {
 		return capabilities.Set{}, e.usageError("--no-sandbox cannot restrict the network; drop --net none or --no-sandbox")
-	}
-	if noSandbox && tmpSet {
-		return capabilities.Set{}, e.usageError("--no-sandbox has no /tmp of its own to cap; drop --tmp-size or --no-sandbox")
 	}
 	caps := []capabilities.Capability{capabilities.ReadWorkspace(), capabilities.WriteWorkspace()}
 	if network == bwrap.NetHost || noSandbox {
@@ -177,7 +190,29 @@ func (e *env) execCapabilities(netSet, noSandbox, tmpSet bool, timeout time.Dura
 	if c, err := capabilities.OutputLimit(size); !limit("--max-output", c, err) {
 		return capabilities.Set{}, exitUsage
 	}
-	if !noSandbox {
+	if noSandbox && (memory != "" || pids != 0 || cpu != 0) {
+		return capabilities.Set{}, e.usageError("--no-sandbox applies no limit; drop --memory, --pids and --cpu, or --no-sandbox")
+	}
+	if memory != "" {
+		n, err := capture.ParseSize(memory)
+		if err != nil {
+			return capabilities.Set{}, e.usageError("--memory: " + err.Error())
+		}
+		if c, err := capabilities.MemoryLimit(n); !limit("--memory", c, err) {
+			return capabilities.Set{}, exitUsage
+		}
+	}
+	if pids != 0 {
+		if c, err := capabilities.PidsLimit(pids); !limit("--pids", c, err) {
+			return capabilities.Set{}, exitUsage
+		}
+	}
+	if cpu != 0 {
+		if c, err := capabilities.CPULimit(cpu); !limit("--cpu", c, err) {
+			return capabilities.Set{}, exitUsage
+		}
+	}
+	if sub == bwrap.Name {
 		n, err := capture.ParseSize(tmpSize)
 		if err != nil {
 			return capabilities.Set{}, e.usageError("--tmp-size: " + err.Error())

@@ -136,7 +136,7 @@ func TestExecCannotRunThis(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"exec", "--substrate", "landlock", "--", "true"}, "substrate landlock is not available in this build"},
+		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
 		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
 		{[]string{"exec", "--autonomy", "high", "--", "true"}, "autonomy levels are not available yet"},
 	} {

@@ -90,14 +90,14 @@ func mech(name, detail string) substrate.Mechanism {
 
 // The mechanisms of a Landlock run, as grants quote them.
 var (
-	MechSystem         = mech("ro-system", "Landlock: read and execute "+strings.Join(SystemDirs, " ")+", read /proc, read and write "+strings.Join(Devices, " ")+"; nothing else of the host (EACCES)")
-	MechHideWorkspace  = mech("hide-workspace", "Landlock: no rule for the workspace (EACCES)")
-	MechReadWorkspace  = mech("ro-workspace", "Landlock: read and execute <ws>")
-	MechWriteWorkspace = mech("write-workspace", "Landlock: read and execute <ws>; every directory on the way to a protected path (harness state, write-later paths, git's) gets no write access, every other entry of them all access: nothing can be created, removed or renamed at the top level")
-	MechScratch        = mech("scratch", "Landlock: HOME and TMPDIR in a fresh directory of the run's own, removed after it (the host's /tmp read-only)")
-	MechNetNone        = mech("net-none", "Landlock: TCP bind and connect with no rule (every TCP socket refused)")
+	MechSystem         = mech("ro-system", "read and execute "+strings.Join(SystemDirs, " ")+", read /proc, read and write "+strings.Join(Devices, " ")+"; nothing else of the host (EACCES)")
+	MechHideWorkspace  = mech("hide-workspace", "no rule for the workspace (EACCES)")
+	MechReadWorkspace  = mech("ro-workspace", "read and execute <ws>")
+	MechWriteWorkspace = mech("write-workspace", "read and execute <ws>; every directory on the way to a protected path (harness state, write-later paths, git's) gets no write access, every other entry of them all access: nothing can be created, removed or renamed at the top level")
+	MechScratch        = mech("scratch", "HOME and TMPDIR in a fresh directory of the run's own, removed after it (the host's /tmp read-only)")
+	MechNetNone        = mech("net-none", "TCP bind and connect with no rule (every TCP socket refused)")
 	MechNetHost        = mech("net-host", "no network rule: the host's network is open")
-	MechScope          = mech("scope", "Landlock: signals and abstract unix sockets scoped to the run's domain")
+	MechScope          = mech("scope", "signals and abstract unix sockets scoped to the run's domain")
 	MechNoNewPrivs     = mech("no-new-privs", "PR_SET_NO_NEW_PRIVS: setuid programs and file capabilities grant nothing")
 	MechNoCaps         = mech("no-capabilities", "bounding, inheritable and ambient capability sets emptied and SECBIT_NOROOT locked: not even root holds a capability")
 	MechSubreaper      = mech("subreaper", "a supervisor outside the tool's domain is the child subreaper of its tree: what is left when the tool ends, or at the deadline, is killed")
@@ -106,7 +106,7 @@ var (
 
 // MechConnectTCP is a Landlock rule allowing TCP connections to port.
 func MechConnectTCP(port int) substrate.Mechanism {
-	return mech("net-connect-tcp", fmt.Sprintf("Landlock: TCP connect to port %d only, no bind; other sockets refused by seccomp", port))
+	return mech("net-connect-tcp", fmt.Sprintf("TCP connect to port %d only, no bind; other sockets refused by seccomp", port))
 }
 
 // MechSeccomp is the seccomp filter of a run.
