@@ -24,6 +24,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
 // needBwrap stops the test unless bubblewrap can create a sandbox here
@@ -111,6 +112,8 @@ type Spec struct {
 	Environ   []string
 	Bwrap     string
 	Logger    *slog.Logger
+	// Substrate is "bwrap" (if empty) or "landlock"; NoSandbox overrides it.
+	Substrate string
 }
 
 // capabilities returns the capabilities the spec grants.
@@ -152,7 +155,7 @@ func (s Spec) capabilities() (capabilities.Set, error) {
 		}
 		caps = append(caps, c)
 	}
-	if !s.NoSandbox {
+	if !s.NoSandbox && s.substrate() == bwrap.Name {
 		c, err := capabilities.TmpLimit(p.TmpSize())
 		if err != nil {
 			return capabilities.Set{}, err
@@ -160,6 +163,38 @@ func (s Spec) capabilities() (capabilities.Set, error) {
 		caps = append(caps, c)
 	}
 	return capabilities.NewSet(caps...)
+}
+
+// substrate returns the substrate the spec runs on.
+func (s Spec) substrate() string {
+	switch {
+	case s.NoSandbox:
+		return host.Name
+	case s.Substrate != "":
+		return s.Substrate
+	}
+	return bwrap.Name
+}
+
+// on returns an option of run that picks the substrate.
+func on(sub string) func(*Spec) { return func(s *Spec) { s.Substrate = sub } }
+
+// substrates runs f in a subtest for each native sandbox — bwrap and
+// landlock — after checking that the substrate can run here (a failure in
+// CI, a skip with the reason elsewhere).
+func substrates(t *testing.T, f func(t *testing.T, sub string)) {
+	for _, sub := range []string{bwrap.Name, landlock.Name} {
+		t.Run(sub, func(t *testing.T) {
+			switch sub {
+			case bwrap.Name:
+				needBwrap(t)
+			case landlock.Name:
+				err := landlock.Available()
+				testenv.Require(t, err == nil, "Landlock ABI %d: %v", landlock.RequiredABI, err)
+			}
+			f(t, sub)
+		})
+	}
 }
 
 // runSpec runs the spec's command as cordon exec does: a grant made for
@@ -173,14 +208,12 @@ func runSpec(ctx context.Context, s Spec) (runtime.Result, error) {
 	a, err := admission.New(admission.Config{Workspace: s.Policy.Workspace(), Harness: h, Substrates: map[string]substrate.Enforcer{
 		admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Bwrap: s.Bwrap, ProbeAtRun: true}),
 		host.Name:            host.Enforcer{},
+		landlock.Name:        landlock.Enforcer{},
 	}})
 	if err != nil {
 		return runtime.Result{}, err
 	}
-	sub := bwrap.Name
-	if s.NoSandbox {
-		sub = host.Name
-	}
+	sub := s.substrate()
 	p, err := a.PrepareCommand(ctx, admission.Command{Argv: s.Command, Capabilities: set, Substrate: sub, Stdin: s.Stdin})
 	if err != nil {
 		return runtime.Result{}, err

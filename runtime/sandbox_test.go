@@ -23,247 +23,280 @@ import (
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
 func TestWorkspaceIsWritable(t *testing.T) {
-	needBwrap(t)
-	ws := workspace(t, base(t))
-	res := run(t, newPolicy(ws), `echo hello > a.txt && mkdir -p sub/dir && mv a.txt sub/dir/b.txt && echo ok`)
-	if res.ExitCode != 0 || res.Stdout != "ok\n" {
-		t.Fatalf("result %v, stdout %q, stderr %q", res, res.Stdout, res.Stderr)
-	}
-	data, err := os.ReadFile(filepath.Join(ws, "sub/dir/b.txt"))
-	if err != nil || string(data) != "hello\n" {
-		t.Fatalf("the write inside the sandbox did not reach the workspace: %q, %v", data, err)
-	}
-	if !res.Sandboxed || res.Substrate != "bwrap" {
-		t.Fatalf("result says sandboxed=%v substrate=%q", res.Sandboxed, res.Substrate)
-	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		script := `echo hello > a.txt && mkdir -p sub/dir && mv a.txt sub/dir/b.txt && echo ok`
+		want := "ok\n"
+		if sub == landlock.Name {
+			// Landlock cannot carve read-only paths out of a writable
+			// root: nothing is created at the top level, everything
+			// below an existing directory is writable.
+			os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+			script = `echo hello > sub/a.txt && mkdir -p sub/dir && mv sub/a.txt sub/dir/b.txt && echo ok; echo x > top.txt 2>/dev/null || echo refused`
+			want = "ok\nrefused\n"
+		}
+		res := run(t, newPolicy(ws), script, on(sub))
+		if res.ExitCode != 0 || res.Stdout != want {
+			t.Fatalf("result %v, stdout %q, stderr %q", res, res.Stdout, res.Stderr)
+		}
+		data, err := os.ReadFile(filepath.Join(ws, "sub/dir/b.txt"))
+		if err != nil || string(data) != "hello\n" {
+			t.Fatalf("the write inside the sandbox did not reach the workspace: %q, %v", data, err)
+		}
+		if !res.Sandboxed || res.Substrate != sub {
+			t.Fatalf("result says sandboxed=%v substrate=%q", res.Sandboxed, res.Substrate)
+		}
+	})
 }
 
 // TestWritingOutsideTheWorkspaceFails tries every way of changing a host
 // file next to the workspace, and a new file in /etc, and checks that
 // nothing on the host changed.
 func TestWritingOutsideTheWorkspaceFails(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	out := filepath.Join(b, "outside")
-	writeFile(t, filepath.Join(out, "victim.txt"), "original\n")
-	before := snapshot(t, out)
-	probe := fmt.Sprintf("/etc/cordon-probe-%d", time.Now().UnixNano())
-	t.Cleanup(func() { os.Remove(probe) })
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		out := filepath.Join(b, "outside")
+		writeFile(t, filepath.Join(out, "victim.txt"), "original\n")
+		before := snapshot(t, out)
+		probe := fmt.Sprintf("/etc/cordon-probe-%d", time.Now().UnixNano())
+		t.Cleanup(func() { os.Remove(probe) })
 
-	v := filepath.Join(out, "victim.txt")
-	script := attempt("overwrite", "echo evil > "+v) +
-		attempt("append", "echo evil >> "+v) +
-		attempt("truncate", ": > "+v) +
-		attempt("rm", "rm -f "+v) +
-		attempt("mv", "mv "+v+" "+v+".moved") +
-		attempt("chmod", "chmod 777 "+v) +
-		attempt("touch", "touch -d 2001-01-01 "+v) +
-		attempt("create", "echo evil > "+filepath.Join(out, "new.txt")) +
-		attempt("mkdir", "mkdir "+filepath.Join(out, "newdir")) +
-		attempt("symlink", "ln -s /etc/passwd "+filepath.Join(out, "link")) +
-		attempt("hardlink", "ln "+v+" "+filepath.Join(ws, "hard")) +
-		attempt("etc", "echo evil > "+probe) +
-		attempt("visible", "cat "+v) // the positive control: reads work
-	res := run(t, newPolicy(ws), script)
-	st := statuses(t, res.Stdout)
-	for name, rc := range st {
-		if name == "visible" {
-			if rc != "0" {
-				t.Errorf("reading the host file failed (rc %s): the test cannot tell a refusal from a missing file", rc)
+		v := filepath.Join(out, "victim.txt")
+		script := attempt("overwrite", "echo evil > "+v) +
+			attempt("append", "echo evil >> "+v) +
+			attempt("truncate", ": > "+v) +
+			attempt("rm", "rm -f "+v) +
+			attempt("mv", "mv "+v+" "+v+".moved") +
+			attempt("chmod", "chmod 777 "+v) +
+			attempt("touch", "touch -d 2001-01-01 "+v) +
+			attempt("create", "echo evil > "+filepath.Join(out, "new.txt")) +
+			attempt("mkdir", "mkdir "+filepath.Join(out, "newdir")) +
+			attempt("symlink", "ln -s /etc/passwd "+filepath.Join(out, "link")) +
+			attempt("hardlink", "ln "+v+" "+filepath.Join(ws, "hard")) +
+			attempt("etc", "echo evil > "+probe) +
+			attempt("visible", "cat "+v) // the positive control: reads work
+		if sub == landlock.Name {
+			// Landlock hides the file's contents (EACCES) but not its
+			// existence: the control is a stat.
+			script = strings.Replace(script, "cat "+v, "test -f "+v, 1)
+		}
+		res := run(t, newPolicy(ws), script, on(sub))
+		st := statuses(t, res.Stdout)
+		for name, rc := range st {
+			if name == "visible" {
+				if rc != "0" {
+					t.Errorf("reading the host file failed (rc %s): the test cannot tell a refusal from a missing file", rc)
+				}
+				continue
 			}
-			continue
+			if rc == "0" {
+				t.Errorf("%s outside the workspace succeeded", name)
+			}
 		}
-		if rc == "0" {
-			t.Errorf("%s outside the workspace succeeded", name)
+		if len(st) != 13 {
+			t.Fatalf("script did not run every attempt: %q %q", res.Stdout, res.Stderr)
 		}
-	}
-	if len(st) != 13 {
-		t.Fatalf("script did not run every attempt: %q %q", res.Stdout, res.Stderr)
-	}
-	if d := diff(before, snapshot(t, out)); len(d) > 0 {
-		t.Errorf("the host changed outside the workspace: %v", d)
-	}
-	if _, err := os.Lstat(probe); err == nil {
-		t.Errorf("the sandbox created %s on the host", probe)
-	}
+		if d := diff(before, snapshot(t, out)); len(d) > 0 {
+			t.Errorf("the host changed outside the workspace: %v", d)
+		}
+		if _, err := os.Lstat(probe); err == nil {
+			t.Errorf("the sandbox created %s on the host", probe)
+		}
+	})
 }
 
 // TestProtectedPaths replays every way of touching harness state and the
 // write-now-execute-later paths against several layouts, and checks the
 // host tree after each.
 func TestProtectedPaths(t *testing.T) {
-	needBwrap(t)
-	type layout struct {
-		name  string
-		setup func(t *testing.T, ws string)
-		// attacks are shell commands run in the workspace; each must fail.
-		attacks map[string]string
-		// absent lists paths that must not exist on the host afterwards.
-		absent []string
-		// empty lists directories that must be empty afterwards.
-		empty []string
-	}
-	for _, l := range []layout{{
-		name: "harness state present",
-		setup: func(t *testing.T, ws string) {
-			writeFile(t, filepath.Join(ws, ".efferent/credentials"), "secret\n")
-			writeFile(t, filepath.Join(ws, ".foundry/evidence/0001.json"), "{}\n")
-		},
-		attacks: map[string]string{
-			"write-new":       "echo x > .efferent/planted",
-			"overwrite":       "echo x > .efferent/credentials",
-			"append":          "echo x >> .efferent/credentials",
-			"rm-file":         "rm -f .foundry/evidence/0001.json",
-			"rm-dir":          "rm -rf .efferent",
-			"mv-dir":          "mv .efferent moved",
-			"mv-into":         "mv .foundry/evidence .foundry/gone",
-			"mkdir":           "mkdir .foundry/new",
-			"chmod":           "chmod 777 .efferent",
-			"symlink-inside":  "ln -s /etc .efferent/etc",
-			"replace-by-file": "rm -rf .foundry 2>/dev/null; echo x > .foundry",
-		},
-	}, {
-		name:  "harness state absent",
-		setup: func(t *testing.T, ws string) {},
-		attacks: map[string]string{
-			"write":   "echo x > .efferent/planted",
-			"mkdir":   "mkdir .foundry/evidence",
-			"rmdir":   "rmdir .efferent",
-			"mv":      "mv .foundry f2",
-			"replace": "rmdir .efferent; mkdir .efferent && echo x > .efferent/planted",
-		},
-	}, {
-		name: "git repository",
-		setup: func(t *testing.T, ws string) {
-			makeGitDir(t, filepath.Join(ws, ".git"))
-			writeFile(t, filepath.Join(ws, ".git/hooks/pre-commit.sample"), "#!/bin/sh\n")
-			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
-		},
-		attacks: map[string]string{
-			"hook-write":     "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
-			"hook-chmod":     "chmod +x .git/hooks/pre-commit.sample",
-			"hooks-rm":       "rm -rf .git/hooks",
-			"hooks-mv":       "mv .git/hooks .git/hooks.old",
-			"config-write":   "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config",
-			"config-replace": "echo x > .git/config.new && mv .git/config.new .git/config",
-			"config-rm":      "rm -f .git/config",
-			"git-mv-aside":   "mv .git .git.old",
-			"git-rm":         "rm -rf .git",
-			"git-config":     "git config core.hooksPath /tmp/hooks",
-			"commondir":      "echo ../evil > .git/commondir",
-			"commondir-mv":   "echo ../evil > cd && mv cd .git/commondir",
-			"modules-plant":  "mkdir -p .git/modules/sub/hooks",
-			"modules-rm":     "rm -rf .git/modules",
-			"worktrees":      "mkdir -p .git/worktrees/wt",
-			"head-write":     "echo 'ref: refs/heads/evil' > .git/HEAD",
-			"head-rm":        "rm -f .git/HEAD",
-			"objects-rm":     "rm -rf .git/objects",
-			"refs-mv":        "mv .git/refs .git/refs.old",
-			"worktree-cfg":   "echo '[core]' > .git/config.worktree",
-		},
-	}, {
-		name: "git repository without hooks",
-		setup: func(t *testing.T, ws string) {
-			makeGitDir(t, filepath.Join(ws, ".git"))
-			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
-		},
-		attacks: map[string]string{
-			"hooks-mkdir": "mkdir .git/hooks",
-			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
-			"hooks-rmdir": "rmdir .git/hooks",
-		},
-		// Placeholders inside the git directory stay, empty: git reads
-		// them as it read their absence.
-		empty: []string{".git/hooks", ".git/modules", ".git/worktrees"},
-	}, {
-		name: "a git directory that is not valid",
-		setup: func(t *testing.T, ws string) {
-			writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
-		},
-		attacks: map[string]string{
-			"make-valid":  "echo 'ref: refs/heads/main' > .git/HEAD && mkdir .git/objects .git/refs",
-			"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
-			"config":      "echo '[core]' >> .git/config",
-			"root-shape":  "echo 'ref: refs/heads/main' > HEAD",
-		},
-		absent: []string{".git/HEAD", "HEAD", "objects", "refs"},
-	}, {
-		name:  "no git repository",
-		setup: func(t *testing.T, ws string) {},
-		attacks: map[string]string{
-			"git-init":     "git init -q .",
-			"mkdir-hooks":  "mkdir -p .git/hooks",
-			"write-config": "echo '[core]' > .git/config",
-			"rmdir-git":    "rmdir .git",
-			"mv-git":       "mv .git g",
-			"root-head":    "echo 'ref: refs/heads/main' > HEAD",
-			"root-bare":    "rmdir HEAD && echo 'ref: refs/heads/main' > HEAD",
-			"vscode":       "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
-			"mcp":          "echo '{}' > .mcp.json",
-			"claude":       "mkdir -p .claude && echo '{}' > .claude/settings.json",
-			"envrc":        "echo 'touch /tmp/pwned' > .envrc",
-		},
-		absent: []string{".git", "HEAD", ".vscode", ".mcp.json", ".claude", ".envrc"},
-	}, {
-		name: "git worktree pointer",
-		setup: func(t *testing.T, ws string) {
-			writeFile(t, filepath.Join(ws, ".git"), "gitdir: /somewhere/else\n")
-		},
-		attacks: map[string]string{
-			"repoint": "echo 'gitdir: /tmp/evil' > .git",
-			"rm":      "rm -f .git",
-			"mv":      "mv .git g",
-		},
-	}} {
-		t.Run(l.name, func(t *testing.T) {
-			ws := workspace(t, base(t))
-			l.setup(t, ws)
-			// The harness directories exist before the snapshot: creating
-			// them is the preparation's job, which the next check covers.
-			res := run(t, newPolicy(ws), "true")
-			if res.ExitCode != 0 {
-				t.Fatalf("preparation run: %v %q", res, res.Stderr)
-			}
-			for _, h := range []string{".efferent", ".foundry"} {
-				st, err := os.Lstat(filepath.Join(ws, h))
-				if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 && l.name == "harness state absent" {
-					t.Fatalf("harness directory %s not created 0700 before the run: %v %v", h, st, err)
+	substrates(t, func(t *testing.T, sub string) {
+		type layout struct {
+			name  string
+			setup func(t *testing.T, ws string)
+			// attacks are shell commands run in the workspace; each must fail.
+			attacks map[string]string
+			// absent lists paths that must not exist on the host afterwards.
+			absent []string
+			// empty lists directories that must be empty afterwards (bwrap's
+			// placeholders; absent on Landlock).
+			empty []string
+			// vacuous lists attacks that succeed on Landlock without changing
+			// anything: the removal of an absent path.
+			vacuous map[string]bool
+		}
+		for _, l := range []layout{{
+			name: "harness state present",
+			setup: func(t *testing.T, ws string) {
+				writeFile(t, filepath.Join(ws, ".efferent/credentials"), "secret\n")
+				writeFile(t, filepath.Join(ws, ".foundry/evidence/0001.json"), "{}\n")
+			},
+			attacks: map[string]string{
+				"write-new":       "echo x > .efferent/planted",
+				"overwrite":       "echo x > .efferent/credentials",
+				"append":          "echo x >> .efferent/credentials",
+				"rm-file":         "rm -f .foundry/evidence/0001.json",
+				"rm-dir":          "rm -rf .efferent",
+				"mv-dir":          "mv .efferent moved",
+				"mv-into":         "mv .foundry/evidence .foundry/gone",
+				"mkdir":           "mkdir .foundry/new",
+				"chmod":           "chmod 777 .efferent",
+				"symlink-inside":  "ln -s /etc .efferent/etc",
+				"replace-by-file": "rm -rf .foundry 2>/dev/null; echo x > .foundry",
+			},
+		}, {
+			name:  "harness state absent",
+			setup: func(t *testing.T, ws string) {},
+			attacks: map[string]string{
+				"write":   "echo x > .efferent/planted",
+				"mkdir":   "mkdir .foundry/evidence",
+				"rmdir":   "rmdir .efferent",
+				"mv":      "mv .foundry f2",
+				"replace": "rmdir .efferent; mkdir .efferent && echo x > .efferent/planted",
+			},
+		}, {
+			name: "git repository",
+			setup: func(t *testing.T, ws string) {
+				makeGitDir(t, filepath.Join(ws, ".git"))
+				writeFile(t, filepath.Join(ws, ".git/hooks/pre-commit.sample"), "#!/bin/sh\n")
+				writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
+			},
+			attacks: map[string]string{
+				"hook-write":     "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+				"hook-chmod":     "chmod +x .git/hooks/pre-commit.sample",
+				"hooks-rm":       "rm -rf .git/hooks",
+				"hooks-mv":       "mv .git/hooks .git/hooks.old",
+				"config-write":   "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config",
+				"config-replace": "echo x > .git/config.new && mv .git/config.new .git/config",
+				"config-rm":      "rm -f .git/config",
+				"git-mv-aside":   "mv .git .git.old",
+				"git-rm":         "rm -rf .git",
+				"git-config":     "git config core.hooksPath /tmp/hooks",
+				"commondir":      "echo ../evil > .git/commondir",
+				"commondir-mv":   "echo ../evil > cd && mv cd .git/commondir",
+				"modules-plant":  "mkdir -p .git/modules/sub/hooks",
+				"modules-rm":     "rm -rf .git/modules",
+				"worktrees":      "mkdir -p .git/worktrees/wt",
+				"head-write":     "echo 'ref: refs/heads/evil' > .git/HEAD",
+				"head-rm":        "rm -f .git/HEAD",
+				"objects-rm":     "rm -rf .git/objects",
+				"refs-mv":        "mv .git/refs .git/refs.old",
+				"worktree-cfg":   "echo '[core]' > .git/config.worktree",
+			},
+			vacuous: map[string]bool{"modules-rm": true},
+		}, {
+			name: "git repository without hooks",
+			setup: func(t *testing.T, ws string) {
+				makeGitDir(t, filepath.Join(ws, ".git"))
+				writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
+			},
+			attacks: map[string]string{
+				"hooks-mkdir": "mkdir .git/hooks",
+				"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+				"hooks-rmdir": "rmdir .git/hooks",
+			},
+			// Placeholders inside the git directory stay, empty: git reads
+			// them as it read their absence.
+			empty: []string{".git/hooks", ".git/modules", ".git/worktrees"},
+		}, {
+			name: "a git directory that is not valid",
+			setup: func(t *testing.T, ws string) {
+				writeFile(t, filepath.Join(ws, ".git/config"), "[core]\n\tbare = false\n")
+			},
+			attacks: map[string]string{
+				"make-valid":  "echo 'ref: refs/heads/main' > .git/HEAD && mkdir .git/objects .git/refs",
+				"hooks-plant": "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+				"config":      "echo '[core]' >> .git/config",
+				"root-shape":  "echo 'ref: refs/heads/main' > HEAD",
+			},
+			absent: []string{".git/HEAD", "HEAD", "objects", "refs"},
+		}, {
+			name:  "no git repository",
+			setup: func(t *testing.T, ws string) {},
+			attacks: map[string]string{
+				"git-init":     "git init -q .",
+				"mkdir-hooks":  "mkdir -p .git/hooks",
+				"write-config": "echo '[core]' > .git/config",
+				"rmdir-git":    "rmdir .git",
+				"mv-git":       "mv .git g",
+				"root-head":    "echo 'ref: refs/heads/main' > HEAD",
+				"root-bare":    "rmdir HEAD && echo 'ref: refs/heads/main' > HEAD",
+				"vscode":       "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+				"mcp":          "echo '{}' > .mcp.json",
+				"claude":       "mkdir -p .claude && echo '{}' > .claude/settings.json",
+				"envrc":        "echo 'touch /tmp/pwned' > .envrc",
+			},
+			absent: []string{".git", "HEAD", ".vscode", ".mcp.json", ".claude", ".envrc"},
+		}, {
+			name: "git worktree pointer",
+			setup: func(t *testing.T, ws string) {
+				writeFile(t, filepath.Join(ws, ".git"), "gitdir: /somewhere/else\n")
+			},
+			attacks: map[string]string{
+				"repoint": "echo 'gitdir: /tmp/evil' > .git",
+				"rm":      "rm -f .git",
+				"mv":      "mv .git g",
+			},
+		}} {
+			t.Run(l.name, func(t *testing.T) {
+				ws := workspace(t, base(t))
+				l.setup(t, ws)
+				// The harness directories exist before the snapshot: creating
+				// them is the preparation's job, which the next check covers.
+				res := run(t, newPolicy(ws), "true", on(sub))
+				if res.ExitCode != 0 {
+					t.Fatalf("preparation run: %v %q", res, res.Stderr)
 				}
-			}
-			before := protectedSnapshot(t, ws)
-			var script strings.Builder
-			for name, cmd := range l.attacks {
-				script.WriteString(attempt(name, cmd))
-			}
-			res = run(t, newPolicy(ws), script.String())
-			st := statuses(t, res.Stdout)
-			if len(st) != len(l.attacks) {
-				t.Fatalf("not every attack ran: %q %q", res.Stdout, res.Stderr)
-			}
-			for name, rc := range st {
-				if rc == "0" {
-					t.Errorf("attack %s (%s) succeeded", name, l.attacks[name])
+				for _, h := range []string{".efferent", ".foundry"} {
+					st, err := os.Lstat(filepath.Join(ws, h))
+					if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 && l.name == "harness state absent" {
+						t.Fatalf("harness directory %s not created 0700 before the run: %v %v", h, st, err)
+					}
 				}
-			}
-			if d := diff(before, protectedSnapshot(t, ws)); len(d) > 0 {
-				t.Errorf("the workspace's protected paths changed: %v", d)
-			}
-			for _, a := range l.absent {
-				if _, err := os.Lstat(filepath.Join(ws, a)); err == nil {
-					t.Errorf("%s exists on the host after the run", a)
+				before := protectedSnapshot(t, ws)
+				var script strings.Builder
+				for name, cmd := range l.attacks {
+					script.WriteString(attempt(name, cmd))
 				}
-			}
-			for _, d := range l.empty {
-				if des, err := os.ReadDir(filepath.Join(ws, d)); err != nil || len(des) > 0 {
-					t.Errorf("%s after the run: %v %v; want an empty directory", d, des, err)
+				res = run(t, newPolicy(ws), script.String(), on(sub))
+				st := statuses(t, res.Stdout)
+				if len(st) != len(l.attacks) {
+					t.Fatalf("not every attack ran: %q %q", res.Stdout, res.Stderr)
 				}
-			}
-		})
-	}
+				for name, rc := range st {
+					// (Removing an absent path succeeds: on bwrap a
+					// placeholder stands there, on Landlock nothing.)
+					if rc == "0" && !(sub == landlock.Name && l.vacuous[name]) {
+						t.Errorf("attack %s (%s) succeeded", name, l.attacks[name])
+					}
+				}
+				if d := diff(before, protectedSnapshot(t, ws)); len(d) > 0 {
+					t.Errorf("the workspace's protected paths changed: %v", d)
+				}
+				for _, a := range l.absent {
+					if _, err := os.Lstat(filepath.Join(ws, a)); err == nil {
+						t.Errorf("%s exists on the host after the run", a)
+					}
+				}
+				for _, d := range l.empty {
+					if sub == landlock.Name {
+						// No placeholder: the path stays absent.
+						if _, err := os.Lstat(filepath.Join(ws, d)); err == nil {
+							t.Errorf("%s exists on the host after the run", d)
+						}
+						continue
+					}
+					if des, err := os.ReadDir(filepath.Join(ws, d)); err != nil || len(des) > 0 {
+						t.Errorf("%s after the run: %v %v; want an empty directory", d, des, err)
+					}
+				}
+			})
+		}
+	})
 }
 
 // TestGitCannotBeRedirected plays the whole write-now-execute-later attack
@@ -273,51 +306,59 @@ func TestProtectedPaths(t *testing.T) {
 // hooksPath, replacing .git. Afterwards "git status" on the host, as the
 // user would run it, must not run the planted command.
 func TestGitCannotBeRedirected(t *testing.T) {
-	needBwrap(t)
-	gitBin, err := exec.LookPath("git")
-	testenv.Require(t, err == nil, "git: %v", err)
-	ws := workspace(t, base(t))
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(gitBin, args...)
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null", "HOME="+ws)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
+	substrates(t, func(t *testing.T, sub string) {
+		gitBin, err := exec.LookPath("git")
+		testenv.Require(t, err == nil, "git: %v", err)
+		ws := workspace(t, base(t))
+		git := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command(gitBin, args...)
+			cmd.Dir = ws
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null", "HOME="+ws)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("git %v: %v %s", args, err, out)
+			}
+			return string(out)
 		}
-		return string(out)
-	}
-	git("init", "-q", ".")
-	git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
-	marker := filepath.Join(filepath.Dir(ws), "pwned")
-	script := `
-cp -r .git evil 2>/dev/null
-printf '[core]
-	fsmonitor = "touch ` + marker + `; false"
-' >> evil/config
-` + attempt("commondir", "echo ../evil > .git/commondir") +
-		attempt("commondir-abs", "echo $PWD/evil > .git/commondir") +
-		attempt("config", `printf '[core]
+		git("init", "-q", ".")
+		git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+		marker := filepath.Join(filepath.Dir(ws), "pwned")
+		evil := "evil"
+		if sub == landlock.Name {
+			// Nothing is created at the top level on Landlock: the tool
+			// builds its git directory in a directory that exists.
+			evil = "work/evil"
+			os.Mkdir(filepath.Join(ws, "work"), 0o755)
+		}
+		script := `
+		cp -r .git ` + evil + ` 2>/dev/null
+		printf '[core]
+			fsmonitor = "touch ` + marker + `; false"
+		' >> ` + evil + `/config
+		` + attempt("commondir", "echo ../"+evil+" > .git/commondir") +
+			attempt("commondir-abs", "echo $PWD/"+evil+" > .git/commondir") +
+			attempt("config", `printf '[core]
 	fsmonitor = "touch `+marker+`; false"
 ' >> .git/config`) +
-		attempt("hookspath", "git config core.hooksPath evil/hooks") +
-		attempt("replace", "mv .git .git.old && mv evil .git") +
-		attempt("gitfile", "echo 'gitdir: evil' > .git")
-	res := run(t, newPolicy(ws), script)
-	for name, rc := range statuses(t, res.Stdout) {
-		if rc == "0" {
-			t.Errorf("attack %s succeeded inside the sandbox", name)
+			attempt("hookspath", "git config core.hooksPath "+evil+"/hooks") +
+			attempt("replace", "mv .git .git.old && mv "+evil+" .git") +
+			attempt("gitfile", "echo 'gitdir: evil' > .git")
+		res := run(t, newPolicy(ws), script, on(sub))
+		for name, rc := range statuses(t, res.Stdout) {
+			if rc == "0" {
+				t.Errorf("attack %s succeeded inside the sandbox", name)
+			}
 		}
-	}
-	if _, err := os.Stat(filepath.Join(ws, "evil", "config")); err != nil {
-		t.Fatalf("the tool could not even build its git directory (the test does not exercise the boundary): %v %q", err, res.Stderr)
-	}
-	git("status", "--short")
-	git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatalf("git on the host ran the command the tool planted")
-	}
+		if _, err := os.Stat(filepath.Join(ws, evil, "config")); err != nil {
+			t.Fatalf("the tool could not even build its git directory (the test does not exercise the boundary): %v %q", err, res.Stderr)
+		}
+		git("status", "--short")
+		git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("git on the host ran the command the tool planted")
+		}
+	})
 }
 
 func TestProtectedSymlinksRefuseToStart(t *testing.T) {
@@ -356,51 +397,56 @@ func TestProtectedSymlinksRefuseToStart(t *testing.T) {
 }
 
 func TestHomeIsEmptyAndRealHomesHidden(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	// A HOME outside /tmp with a secret in it: the caller's HOME is hidden
-	// wherever it is.
-	fakeHome := filepath.Join(b, "home")
-	writeFile(t, filepath.Join(fakeHome, ".ssh/id_ed25519"), "PRIVATE KEY\n")
-	env := append(os.Environ(), "HOME="+fakeHome)
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		// A HOME outside /tmp with a secret in it: the caller's HOME is hidden
+		// wherever it is.
+		fakeHome := filepath.Join(b, "home")
+		writeFile(t, filepath.Join(fakeHome, ".ssh/id_ed25519"), "PRIVATE KEY\n")
+		env := append(os.Environ(), "HOME="+fakeHome)
 
-	var realFile string
-	if u, err := user.Current(); err == nil {
-		if entries, err := os.ReadDir(u.HomeDir); err == nil {
-			for _, e := range entries {
-				p := filepath.Join(u.HomeDir, e.Name())
-				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-					if f, err := os.Open(p); err == nil {
-						f.Close()
-						realFile = p
-						break
+		var realFile string
+		if u, err := user.Current(); err == nil {
+			if entries, err := os.ReadDir(u.HomeDir); err == nil {
+				for _, e := range entries {
+					p := filepath.Join(u.HomeDir, e.Name())
+					if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+						if f, err := os.Open(p); err == nil {
+							f.Close()
+							realFile = p
+							break
+						}
 					}
 				}
 			}
 		}
-	}
-	script := `echo "HOME=$HOME"; ls -A "$HOME" | wc -l; ls -A /home /root 2>/dev/null | grep -v ':$' | grep -vc '^$'
+		script := `echo "HOME=$HOME"; ls -A "$HOME" | wc -l; ls -A /home /root 2>/dev/null | grep -v ':$' | grep -vc '^$'
 ` + attempt("fake-home-secret", "cat "+filepath.Join(fakeHome, ".ssh/id_ed25519"))
-	if realFile != "" {
-		script += attempt("real-home-file", "cat "+realFile)
-	}
-	res := run(t, newPolicy(ws), script, func(s *Spec) { s.Environ = env })
-	lines := strings.Split(res.Stdout, "\n")
-	if len(lines) < 3 || lines[0] != "HOME="+bwrap.Home || lines[1] != "0" || lines[2] != "0" {
-		t.Fatalf("HOME is not an empty directory, or /home and /root are not empty: %q %q", res.Stdout, res.Stderr)
-	}
-	if strings.Contains(res.Stdout, "PRIVATE KEY") {
-		t.Fatalf("the caller's home was readable: %q", res.Stdout)
-	}
-	for name, rc := range statuses(t, strings.Join(lines[3:], "\n")) {
-		if rc == "0" {
-			t.Errorf("%s was readable inside the sandbox", name)
+		if realFile != "" {
+			script += attempt("real-home-file", "cat "+realFile)
 		}
-	}
-	if realFile == "" {
-		t.Logf("the real home has no readable file to try")
-	}
+		res := run(t, newPolicy(ws), script, func(s *Spec) { s.Environ = env }, on(sub))
+		lines := strings.Split(res.Stdout, "\n")
+		home := "HOME=" + bwrap.Home
+		if sub == landlock.Name {
+			home = "HOME=" + filepath.Join(os.TempDir(), "cordon-landlock-") // and a random part, then /home
+		}
+		if len(lines) < 3 || !strings.HasPrefix(lines[0], home) || lines[1] != "0" || lines[2] != "0" {
+			t.Fatalf("HOME is not an empty directory, or /home and /root are not empty: %q %q", res.Stdout, res.Stderr)
+		}
+		if strings.Contains(res.Stdout, "PRIVATE KEY") {
+			t.Fatalf("the caller's home was readable: %q", res.Stdout)
+		}
+		for name, rc := range statuses(t, strings.Join(lines[3:], "\n")) {
+			if rc == "0" {
+				t.Errorf("%s was readable inside the sandbox", name)
+			}
+		}
+		if realFile == "" {
+			t.Logf("the real home has no readable file to try")
+		}
+	})
 }
 
 func TestTmpIsFreshPerCall(t *testing.T) {
@@ -424,40 +470,50 @@ func TestTmpIsFreshPerCall(t *testing.T) {
 // run draws from and looks for it by every route inside: the environment,
 // every process's environ and command line.
 func TestSecretsInTheEnvironmentStayOut(t *testing.T) {
-	needBwrap(t)
-	ws := workspace(t, base(t))
-	secret := "s3cr3t-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	env := append(os.Environ(), "SECRET_TOKEN="+secret, "GRANTED_VAR=granted-value", "LANG=C.UTF-8")
-	// PID 1 is bwrap's init: its environment is exactly what the sandbox
-	// was given, before any shell inside adds PWD or SHLVL.
-	script := `tr '\0' '\n' < /proc/1/environ; echo ---; env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n'`
-	res := run(t, newPolicy(ws).WithEnv("GRANTED_VAR"), script, func(s *Spec) { s.Environ = env })
-	if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stderr, secret) {
-		t.Fatalf("the secret reached the sandbox:\n%s", res.Stdout)
-	}
-	given, _, ok := strings.Cut(res.Stdout, "---\n")
-	if !ok {
-		t.Fatalf("unexpected output %q %q", res.Stdout, res.Stderr)
-	}
-	var names []string
-	for _, line := range strings.Split(strings.TrimSpace(given), "\n") {
-		k, _, _ := strings.Cut(line, "=")
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	want := []string{"GRANTED_VAR", "HOME", "LANG", "PATH"}
-	if _, ok := os.LookupEnv("TERM"); ok {
-		want = []string{"GRANTED_VAR", "HOME", "LANG", "PATH", "TERM"}
-	}
-	if !slices.Equal(names, want) {
-		t.Errorf("the sandbox's environment holds %v, want exactly %v", names, want)
-	}
-	if !strings.Contains(given, "GRANTED_VAR=granted-value\n") {
-		t.Errorf("a granted variable did not reach the sandbox:\n%s", given)
-	}
-	if !strings.Contains(given, "PATH="+filepath.Join(ws, ".local/bin")+":") {
-		t.Errorf("PATH is not led by <workspace>/.local/bin:\n%s", given)
-	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		secret := "s3cr3t-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		env := append(os.Environ(), "SECRET_TOKEN="+secret, "GRANTED_VAR=granted-value", "LANG=C.UTF-8")
+		// PID 1 is bwrap's init: its environment is exactly what the sandbox
+		// was given, before any shell inside adds PWD or SHLVL.
+		script := `tr '\0' '\n' < /proc/1/environ; echo ---; env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n'`
+		if sub == landlock.Name {
+			// No PID namespace: the shell's own initial environment is
+			// what the tool was given.
+			script = strings.Replace(script, "/proc/1/environ", "/proc/$$/environ", 1)
+		}
+		res := run(t, newPolicy(ws).WithEnv("GRANTED_VAR"), script, func(s *Spec) { s.Environ = env }, on(sub))
+		if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stderr, secret) {
+			t.Fatalf("the secret reached the sandbox:\n%s", res.Stdout)
+		}
+		given, _, ok := strings.Cut(res.Stdout, "---\n")
+		if !ok {
+			t.Fatalf("unexpected output %q %q", res.Stdout, res.Stderr)
+		}
+		var names []string
+		for _, line := range strings.Split(strings.TrimSpace(given), "\n") {
+			k, _, _ := strings.Cut(line, "=")
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		want := []string{"GRANTED_VAR", "HOME", "LANG", "PATH"}
+		if _, ok := os.LookupEnv("TERM"); ok {
+			want = append(want, "TERM")
+		}
+		if sub == landlock.Name {
+			want = append(want, "TMPDIR")
+		}
+		sort.Strings(want)
+		if !slices.Equal(names, want) {
+			t.Errorf("the sandbox's environment holds %v, want exactly %v", names, want)
+		}
+		if !strings.Contains(given, "GRANTED_VAR=granted-value\n") {
+			t.Errorf("a granted variable did not reach the sandbox:\n%s", given)
+		}
+		if !strings.Contains(given, "PATH="+filepath.Join(ws, ".local/bin")+":") {
+			t.Errorf("PATH is not led by <workspace>/.local/bin:\n%s", given)
+		}
+	})
 }
 
 func TestHostProcessesAreInvisible(t *testing.T) {
@@ -481,98 +537,101 @@ func TestHostProcessesAreInvisible(t *testing.T) {
 }
 
 func TestNoCapabilitiesInside(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	victim := filepath.Join(b, "victim.txt")
-	writeFile(t, victim, "original\n")
-	script := `grep '^CapEff:' /proc/self/status; grep '^CapBnd:' /proc/self/status; grep '^NoNewPrivs:' /proc/self/status
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		victim := filepath.Join(b, "victim.txt")
+		writeFile(t, victim, "original\n")
+		script := `grep '^CapEff:' /proc/self/status; grep '^CapBnd:' /proc/self/status; grep '^NoNewPrivs:' /proc/self/status
 ` + attempt("remount-root", "mount -o remount,rw /") +
-		attempt("remount-then-write", "mount -o remount,rw "+b+" && echo evil > "+victim) +
-		attempt("new-userns", "unshare -U -r true") +
-		attempt("new-mountns", "unshare -m true") +
-		attempt("sysctl", "echo 1 > /proc/sys/kernel/sysrq") +
-		attempt("sysrq", "echo h > /proc/sysrq-trigger") +
-		attempt("bind-over", "mount --bind "+ws+" "+b)
-	res := run(t, newPolicy(ws), script)
-	lines := strings.SplitN(res.Stdout, "\n", 4)
-	if len(lines) < 4 || lines[0] != "CapEff:\t0000000000000000" || lines[1] != "CapBnd:\t0000000000000000" || lines[2] != "NoNewPrivs:\t1" {
-		t.Fatalf("the sandboxed process holds capabilities (running as uid %d): %q", os.Geteuid(), res.Stdout)
-	}
-	for name, rc := range statuses(t, lines[3]) {
-		if rc == "0" {
-			t.Errorf("%s succeeded inside the sandbox", name)
+			attempt("remount-then-write", "mount -o remount,rw "+b+" && echo evil > "+victim) +
+			attempt("new-userns", "unshare -U -r true") +
+			attempt("new-mountns", "unshare -m true") +
+			attempt("sysctl", "echo 1 > /proc/sys/kernel/sysrq") +
+			attempt("sysrq", "echo h > /proc/sysrq-trigger") +
+			attempt("bind-over", "mount --bind "+ws+" "+b)
+		res := run(t, newPolicy(ws), script, on(sub))
+		lines := strings.SplitN(res.Stdout, "\n", 4)
+		if len(lines) < 4 || lines[0] != "CapEff:\t0000000000000000" || lines[1] != "CapBnd:\t0000000000000000" || lines[2] != "NoNewPrivs:\t1" {
+			t.Fatalf("the sandboxed process holds capabilities (running as uid %d): %q", os.Geteuid(), res.Stdout)
 		}
-	}
-	if data, _ := os.ReadFile(victim); string(data) != "original\n" {
-		t.Errorf("the host file changed: %q", data)
-	}
+		for name, rc := range statuses(t, lines[3]) {
+			if rc == "0" {
+				t.Errorf("%s succeeded inside the sandbox", name)
+			}
+		}
+		if data, _ := os.ReadFile(victim); string(data) != "original\n" {
+			t.Errorf("the host file changed: %q", data)
+		}
+	})
 }
 
 // TestNetworkNone opens a listener on the host's loopback and tries to
 // reach it from inside, with the network off (must fail) and on (must
 // work: the control that shows the attempt is real).
 func TestNetworkNone(t *testing.T) {
-	needBwrap(t)
-	needProgram(t, "python3")
-	ws := workspace(t, base(t))
-	port, accepted := testenv.LoopbackListener(t, "hello from the host\n")
-	script := fmt.Sprintf(`python3 -c '
+	substrates(t, func(t *testing.T, sub string) {
+		needProgram(t, "python3")
+		ws := workspace(t, base(t))
+		port, accepted := testenv.LoopbackListener(t, "hello from the host\n")
+		script := fmt.Sprintf(`python3 -c '
 import socket
 s = socket.create_connection(("127.0.0.1", %d), timeout=5)
 print(s.recv(100).decode().strip())'`, port)
 
-	res := run(t, newPolicy(ws), script)
-	if res.ExitCode == 0 || strings.Contains(res.Stdout, "hello from the host") {
-		t.Fatalf("with --net none the host's listener was reachable: %v %q", res, res.Stdout)
-	}
-	select {
-	case <-accepted:
-		t.Fatalf("the listener accepted a connection from a sandbox without network")
-	default:
-	}
-	res = run(t, newPolicy(ws).WithNetwork(bwrap.NetHost), script)
-	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from the host") {
-		t.Fatalf("with --net host the listener was not reachable (the control failed): %v %q %q", res, res.Stdout, res.Stderr)
-	}
+		res := run(t, newPolicy(ws), script, on(sub))
+		if res.ExitCode == 0 || strings.Contains(res.Stdout, "hello from the host") {
+			t.Fatalf("with --net none the host's listener was reachable: %v %q", res, res.Stdout)
+		}
+		select {
+		case <-accepted:
+			t.Fatalf("the listener accepted a connection from a sandbox without network")
+		default:
+		}
+		res = run(t, newPolicy(ws).WithNetwork(bwrap.NetHost), script, on(sub))
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from the host") {
+			t.Fatalf("with --net host the listener was not reachable (the control failed): %v %q %q", res, res.Stdout, res.Stderr)
+		}
+	})
 }
 
 // TestInheritedDescriptorsStayOut opens a directory the sandbox hides, in
 // this process, without close-on-exec (as a descriptor inherited from a
 // parent would be), and tries to use it from inside.
 func TestInheritedDescriptorsStayOut(t *testing.T) {
-	needBwrap(t)
-	ws := workspace(t, base(t))
-	hidden, err := os.MkdirTemp("/tmp", "cordon-hidden-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(hidden)
-	writeFile(t, filepath.Join(hidden, "secret"), "SECRET CONTENT\n")
-	fd, err := unix.Open(hidden, unix.O_RDONLY|unix.O_DIRECTORY, 0) // no O_CLOEXEC, on purpose
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	script := fmt.Sprintf("ls /proc/self/fd | tr '\\n' ' '; echo\n") +
-		attempt("read", fmt.Sprintf("cat /proc/self/fd/%d/secret", fd)) +
-		attempt("write", fmt.Sprintf("echo x > /proc/self/fd/%d/planted", fd))
-	res := run(t, newPolicy(ws), script)
-	if strings.Contains(res.Stdout, "SECRET CONTENT") {
-		t.Fatalf("the inherited descriptor let the sandbox read a hidden file")
-	}
-	fds, rest, _ := strings.Cut(res.Stdout, "\n")
-	if fields := strings.Fields(fds); len(fields) > 4 {
-		t.Errorf("the command holds descriptors %v; want 0, 1, 2 and the one ls opens", fields)
-	}
-	for name, rc := range statuses(t, rest) {
-		if rc == "0" {
-			t.Errorf("%s through the inherited descriptor succeeded", name)
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		hidden, err := os.MkdirTemp("/tmp", "cordon-hidden-")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := os.Stat(filepath.Join(hidden, "planted")); err == nil {
-		t.Errorf("the sandbox wrote into a hidden host directory")
-	}
+		defer os.RemoveAll(hidden)
+		writeFile(t, filepath.Join(hidden, "secret"), "SECRET CONTENT\n")
+		fd, err := unix.Open(hidden, unix.O_RDONLY|unix.O_DIRECTORY, 0) // no O_CLOEXEC, on purpose
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		script := fmt.Sprintf("ls /proc/self/fd | tr '\\n' ' '; echo\n") +
+			attempt("read", fmt.Sprintf("cat /proc/self/fd/%d/secret", fd)) +
+			attempt("write", fmt.Sprintf("echo x > /proc/self/fd/%d/planted", fd))
+		res := run(t, newPolicy(ws), script, on(sub))
+		if strings.Contains(res.Stdout, "SECRET CONTENT") {
+			t.Fatalf("the inherited descriptor let the sandbox read a hidden file")
+		}
+		fds, rest, _ := strings.Cut(res.Stdout, "\n")
+		if fields := strings.Fields(fds); len(fields) > 4 {
+			t.Errorf("the command holds descriptors %v; want 0, 1, 2 and the one ls opens", fields)
+		}
+		for name, rc := range statuses(t, rest) {
+			if rc == "0" {
+				t.Errorf("%s through the inherited descriptor succeeded", name)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(hidden, "planted")); err == nil {
+			t.Errorf("the sandbox wrote into a hidden host directory")
+		}
+	})
 }
 
 // TestHostSocketsAreUnreachable listens on Unix sockets where host agents
@@ -582,62 +641,63 @@ func TestInheritedDescriptorsStayOut(t *testing.T) {
 // socketpair, which reaches nothing outside, is the control that shows the
 // attempt ran.
 func TestHostSocketsAreUnreachable(t *testing.T) {
-	needBwrap(t)
-	needProgram(t, "python3")
-	b := base(t)
-	ws := workspace(t, b)
-	tmp, err := os.MkdirTemp("/tmp", "cordon-agent-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	home := filepath.Join(b, "home")
-	os.MkdirAll(filepath.Join(home, ".gnupg"), 0o700)
-	sockets := map[string]string{
-		"tmp-agent":  filepath.Join(tmp, "agent.sock"),
-		"home-agent": filepath.Join(home, ".gnupg", "S.gpg-agent"),
-		"workspace":  filepath.Join(ws, "control.sock"),
-	}
-	for _, path := range sockets {
-		ln, err := net.Listen("unix", path)
+	substrates(t, func(t *testing.T, sub string) {
+		needProgram(t, "python3")
+		b := base(t)
+		ws := workspace(t, b)
+		tmp, err := os.MkdirTemp("/tmp", "cordon-agent-")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("hello\n"))
-				c.Close()
-			}
-		}()
-	}
-	var script strings.Builder
-	script.WriteString("ls -A /run | wc -l\n")
-	for name, path := range sockets {
-		script.WriteString(attempt(name, fmt.Sprintf(`python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("%s"); assert s.recv(10)'`, path)))
-	}
-	script.WriteString(attempt("pair", `python3 -c 'import socket; a, b = socket.socketpair(); a.send(b"x"); assert b.recv(1) == b"x"'`))
-	env := append(os.Environ(), "HOME="+home)
-	res := run(t, newPolicy(ws), script.String(), func(s *Spec) { s.Environ = env })
-	first, rest, _ := strings.Cut(res.Stdout, "\n")
-	if first != "0" {
-		t.Errorf("/run is not empty inside: %q", res.Stdout)
-	}
-	st := statuses(t, rest)
-	if st["pair"] != "0" {
-		t.Fatalf("python could not make a socketpair inside (%q %q): the test cannot tell", res.Stdout, res.Stderr)
-	}
-	// The seccomp filter refuses socket(AF_UNIX) itself: not even the
-	// workspace's own socket is reachable.
-	for _, name := range []string{"tmp-agent", "home-agent", "workspace"} {
-		if st[name] == "0" {
-			t.Errorf("the host socket %s (%s) was reachable from inside", name, sockets[name])
+		defer os.RemoveAll(tmp)
+		home := filepath.Join(b, "home")
+		os.MkdirAll(filepath.Join(home, ".gnupg"), 0o700)
+		sockets := map[string]string{
+			"tmp-agent":  filepath.Join(tmp, "agent.sock"),
+			"home-agent": filepath.Join(home, ".gnupg", "S.gpg-agent"),
+			"workspace":  filepath.Join(ws, "control.sock"),
 		}
-	}
+		for _, path := range sockets {
+			ln, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("hello\n"))
+					c.Close()
+				}
+			}()
+		}
+		var script strings.Builder
+		script.WriteString("ls -A /run | wc -l\n")
+		for name, path := range sockets {
+			script.WriteString(attempt(name, fmt.Sprintf(`python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("%s"); assert s.recv(10)'`, path)))
+		}
+		script.WriteString(attempt("pair", `python3 -c 'import socket; a, b = socket.socketpair(); a.send(b"x"); assert b.recv(1) == b"x"'`))
+		env := append(os.Environ(), "HOME="+home)
+		res := run(t, newPolicy(ws), script.String(), func(s *Spec) { s.Environ = env }, on(sub))
+		first, rest, _ := strings.Cut(res.Stdout, "\n")
+		if first != "0" {
+			t.Errorf("/run is not empty inside: %q", res.Stdout)
+		}
+		st := statuses(t, rest)
+		if st["pair"] != "0" {
+			t.Fatalf("python could not make a socketpair inside (%q %q): the test cannot tell", res.Stdout, res.Stderr)
+		}
+		// The seccomp filter refuses socket(AF_UNIX) itself: not even the
+		// workspace's own socket is reachable.
+		for _, name := range []string{"tmp-agent", "home-agent", "workspace"} {
+			if st[name] == "0" {
+				t.Errorf("the host socket %s (%s) was reachable from inside", name, sockets[name])
+			}
+		}
+	})
 }
 
 // TestTimeoutKillsTheWholeTree runs a tree that ignores SIGTERM, whose
@@ -701,29 +761,30 @@ func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
 }
 
 func TestCancellationKillsTheTree(t *testing.T) {
-	needBwrap(t)
-	ws := workspace(t, base(t))
-	marker := testenv.MarkedSleep(t, ws)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for len(testenv.ProcessesWith(marker)) == 0 {
-			time.Sleep(10 * time.Millisecond)
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		marker := testenv.MarkedSleep(t, ws)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for len(testenv.ProcessesWith(marker)) == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
+		res, err := runSpec(ctx, Spec{Substrate: sub,
+			Command: []string{"/bin/sh", "-c", marker + " 300"},
+			Policy:  newPolicy(ws), Timeout: time.Minute, Grace: 200 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		cancel()
-	}()
-	res, err := runSpec(ctx, Spec{
-		Command: []string{"/bin/sh", "-c", marker + " 300"},
-		Policy:  newPolicy(ws), Timeout: time.Minute, Grace: 200 * time.Millisecond,
+		if !res.Canceled || res.TimedOut {
+			t.Fatalf("result %v: want canceled", res)
+		}
+		if left := testenv.ProcessesWith(marker); len(left) > 0 {
+			t.Errorf("processes outlived the canceled run: %v", left)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Canceled || res.TimedOut {
-		t.Fatalf("result %v: want canceled", res)
-	}
-	if left := testenv.ProcessesWith(marker); len(left) > 0 {
-		t.Errorf("processes outlived the canceled run: %v", left)
-	}
 }
 
 // TestFloodKeepsMemoryFlat captures a 1 GiB flood: every byte is counted,
@@ -794,43 +855,44 @@ func TestNotFoundAndNotExecutable(t *testing.T) {
 }
 
 func TestWorkspaceAccess(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	writeFile(t, filepath.Join(ws, "file.txt"), "content\n")
-	tool := filepath.Join(ws, ".efferent/tools/abc/tool.sh")
-	writeFile(t, tool, "#!/bin/sh\necho tool ran\n")
-	os.Chmod(tool, 0o755)
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		writeFile(t, filepath.Join(ws, "file.txt"), "content\n")
+		tool := filepath.Join(ws, ".efferent/tools/abc/tool.sh")
+		writeFile(t, tool, "#!/bin/sh\necho tool ran\n")
+		os.Chmod(tool, 0o755)
 
-	res := run(t, newPolicy(ws).WithAccess(bwrap.AccessRead), "cat file.txt\n"+attempt("write", "echo x > new.txt")+attempt("append", "echo x >> file.txt"))
-	if !strings.HasPrefix(res.Stdout, "content\n") {
-		t.Errorf("read access cannot read: %q %q", res.Stdout, res.Stderr)
-	}
-	for name, rc := range statuses(t, strings.TrimPrefix(res.Stdout, "content\n")) {
-		if rc == "0" {
-			t.Errorf("read access: %s succeeded", name)
+		res := run(t, newPolicy(ws).WithAccess(bwrap.AccessRead), "cat file.txt\n"+attempt("write", "echo x > new.txt")+attempt("append", "echo x >> file.txt"), on(sub))
+		if !strings.HasPrefix(res.Stdout, "content\n") {
+			t.Errorf("read access cannot read: %q %q", res.Stdout, res.Stderr)
 		}
-	}
-
-	res = runBwrap(t, newPolicy(ws).WithAccess(bwrap.AccessNone).WithReadOnly(filepath.Dir(tool)),
-		fmt.Sprintf("ls -A %s | tr '\\n' ' '; echo; %s\n", ws, tool)+attempt("read", "cat "+filepath.Join(ws, "file.txt"))+attempt("write-tool", "echo x >> "+tool))
-	lines := strings.SplitN(res.Stdout, "\n", 3)
-	if len(lines) < 3 || lines[0] != ".efferent " || lines[1] != "tool ran" {
-		t.Errorf("no access: the workspace should show only the tool's bind: %q %q", res.Stdout, res.Stderr)
-	} else {
-		for name, rc := range statuses(t, lines[2]) {
+		for name, rc := range statuses(t, strings.TrimPrefix(res.Stdout, "content\n")) {
 			if rc == "0" {
-				t.Errorf("no access: %s succeeded", name)
+				t.Errorf("read access: %s succeeded", name)
 			}
 		}
-	}
 
-	// With write access, a read-only bind inside harness state works on
-	// top of the harness bind.
-	res = runBwrap(t, newPolicy(ws).WithReadOnly(filepath.Dir(tool)), tool+"\n"+attempt("write-tool", "echo x >> "+tool))
-	if !strings.HasPrefix(res.Stdout, "tool ran\n") || statuses(t, strings.TrimPrefix(res.Stdout, "tool ran\n"))["write-tool"] == "0" {
-		t.Errorf("a tool bound read-only inside .efferent: %q %q", res.Stdout, res.Stderr)
-	}
+		res = runBwrap(t, newPolicy(ws).WithAccess(bwrap.AccessNone).WithReadOnly(filepath.Dir(tool)),
+			fmt.Sprintf("ls -A %s | tr '\\n' ' '; echo; %s\n", ws, tool)+attempt("read", "cat "+filepath.Join(ws, "file.txt"))+attempt("write-tool", "echo x >> "+tool))
+		lines := strings.SplitN(res.Stdout, "\n", 3)
+		if len(lines) < 3 || lines[0] != ".efferent " || lines[1] != "tool ran" {
+			t.Errorf("no access: the workspace should show only the tool's bind: %q %q", res.Stdout, res.Stderr)
+		} else {
+			for name, rc := range statuses(t, lines[2]) {
+				if rc == "0" {
+					t.Errorf("no access: %s succeeded", name)
+				}
+			}
+		}
+
+		// With write access, a read-only bind inside harness state works on
+		// top of the harness bind.
+		res = runBwrap(t, newPolicy(ws).WithReadOnly(filepath.Dir(tool)), tool+"\n"+attempt("write-tool", "echo x >> "+tool))
+		if !strings.HasPrefix(res.Stdout, "tool ran\n") || statuses(t, strings.TrimPrefix(res.Stdout, "tool ran\n"))["write-tool"] == "0" {
+			t.Errorf("a tool bound read-only inside .efferent: %q %q", res.Stdout, res.Stderr)
+		}
+	})
 }
 
 func TestRefusedEnvironmentNames(t *testing.T) {
@@ -1015,20 +1077,21 @@ func TestAnErrorNeverReadsAsSuccess(t *testing.T) {
 // empty inside every sandbox, wherever they are (here under /var/tmp, not
 // under the sandbox's own fresh /tmp), while the host sees what is in them.
 func TestTrustedStateIsHidden(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	testenv.Require(t, !strings.HasPrefix(b, "/tmp/"), "a base directory outside /tmp (/var/tmp)")
-	h := testHarness.WithStateDir(filepath.Join(b, "state")).WithCacheDir(filepath.Join(b, "cache"))
-	for _, d := range []string{h.StateDir(), h.CacheDir()} {
-		os.MkdirAll(d, 0o700)
-		os.WriteFile(filepath.Join(d, "secret"), []byte("key"), 0o600)
-	}
-	ws := workspace(t, b)
-	res := run(t, bwrap.NewPolicy(ws, h), fmt.Sprintf("ls -A %s %s; cat %s/secret %s/secret", h.StateDir(), h.CacheDir(), h.StateDir(), h.CacheDir()))
-	if strings.Contains(res.Stdout, "secret") || strings.Contains(res.Stdout, "key") || strings.Contains(res.Stdout, "runs") {
-		t.Errorf("the sandbox sees cordon's state: %q", res.Stdout)
-	}
-	if entries, _ := os.ReadDir(h.StateDir()); len(entries) < 2 {
-		t.Errorf("the state directory on the host holds %d entries; want the secret and the records of the run", len(entries))
-	}
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		testenv.Require(t, !strings.HasPrefix(b, "/tmp/"), "a base directory outside /tmp (/var/tmp)")
+		h := testHarness.WithStateDir(filepath.Join(b, "state")).WithCacheDir(filepath.Join(b, "cache"))
+		for _, d := range []string{h.StateDir(), h.CacheDir()} {
+			os.MkdirAll(d, 0o700)
+			os.WriteFile(filepath.Join(d, "secret"), []byte("key"), 0o600)
+		}
+		ws := workspace(t, b)
+		res := run(t, bwrap.NewPolicy(ws, h), fmt.Sprintf("ls -A %s %s; cat %s/secret %s/secret", h.StateDir(), h.CacheDir(), h.StateDir(), h.CacheDir()), on(sub))
+		if strings.Contains(res.Stdout, "secret") || strings.Contains(res.Stdout, "key") || strings.Contains(res.Stdout, "runs") {
+			t.Errorf("the sandbox sees cordon's state: %q", res.Stdout)
+		}
+		if entries, _ := os.ReadDir(h.StateDir()); len(entries) < 2 {
+			t.Errorf("the state directory on the host holds %d entries; want the secret and the records of the run", len(entries))
+		}
+	})
 }

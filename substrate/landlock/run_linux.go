@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -130,6 +131,13 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
 		}
 		defer sess.End()
+		// Harness state exists before the run, as on every substrate (the
+		// tool could not create it at the top level anyway).
+		for _, st := range h.State() {
+			if err := os.Mkdir(filepath.Join(ws, st), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+				return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot create harness state %s: %w", st, err)
+			}
+		}
 		if prot, err = h.Protect(ws); err != nil {
 			return substrate.Outcome{}, nil, err
 		}
