@@ -114,6 +114,8 @@ type Spec struct {
 	Logger    *slog.Logger
 	// Substrate is "bwrap" (if empty) or "landlock"; NoSandbox overrides it.
 	Substrate string
+	// Extra are capabilities granted beyond the policy's (limits).
+	Extra []capabilities.Capability
 }
 
 // capabilities returns the capabilities the spec grants.
@@ -162,7 +164,7 @@ func (s Spec) capabilities() (capabilities.Set, error) {
 		}
 		caps = append(caps, c)
 	}
-	return capabilities.NewSet(caps...)
+	return capabilities.NewSet(append(caps, s.Extra...)...)
 }
 
 // substrate returns the substrate the spec runs on.

@@ -552,7 +552,14 @@ func TestNoCapabilitiesInside(t *testing.T) {
 			attempt("bind-over", "mount --bind "+ws+" "+b)
 		res := run(t, newPolicy(ws), script, on(sub))
 		lines := strings.SplitN(res.Stdout, "\n", 4)
-		if len(lines) < 4 || lines[0] != "CapEff:\t0000000000000000" || lines[1] != "CapBnd:\t0000000000000000" || lines[2] != "NoNewPrivs:\t1" {
+		bnd := "CapBnd:\t0000000000000000"
+		if sub == landlock.Name && os.Geteuid() != 0 && len(lines) > 1 {
+			// Without a user namespace only root may empty the bounding
+			// set; a user who holds no capability and has no_new_privs
+			// cannot gain one through it.
+			bnd = lines[1]
+		}
+		if len(lines) < 4 || lines[0] != "CapEff:\t0000000000000000" || lines[1] != bnd || lines[2] != "NoNewPrivs:\t1" {
 			t.Fatalf("the sandboxed process holds capabilities (running as uid %d): %q", os.Geteuid(), res.Stdout)
 		}
 		for name, rc := range statuses(t, lines[3]) {

@@ -192,7 +192,11 @@ func (p Plan) Mechanisms(extra int) []substrate.Mechanism {
 	}
 	switch p.Pids {
 	case Cgroup1:
-		m = append(m, mech("pids", fmt.Sprintf("cgroup v1 pids.max=%d%s: %d processes of the tool and %d of the sandbox; fork fails past it", p.Spec.Pids+extra, def(p.DefaultPids), p.Spec.Pids, extra)))
+		of := ""
+		if extra > 0 {
+			of = fmt.Sprintf(": %d processes of the tool and %d of the sandbox", p.Spec.Pids, extra)
+		}
+		m = append(m, mech("pids", fmt.Sprintf("cgroup v1 pids.max=%d%s%s; fork fails past it", p.Spec.Pids+extra, def(p.DefaultPids), of)))
 	case Rlimit:
 		m = append(m, mech("pids", fmt.Sprintf("rlimit RLIMIT_NPROC: %d processes more than uid %d has when the run starts%s; it counts every process of the user, the run's and the others", p.Spec.Pids+extra, p.host.UID, def(p.DefaultPids))))
 	}

@@ -118,13 +118,12 @@ type Group struct {
 	plan  Plan
 	extra int
 	dirs  map[string]string // controller → the run's cgroup
-	nproc uint64            // RLIMIT_NPROC to set, when pids is an rlimit
 }
 
 // Start makes the run's cgroups (cordon-<random> below this process's),
 // with the limits written; extra is the number of the substrate's own
 // processes that run in them beside the tool's (bwrap and the sandbox's
-// init: 2). With an rlimit for pids, it counts the user's processes now.
+// init: 2).
 func (p Plan) Start(extra int) (*Group, error) {
 	g := &Group{plan: p, extra: extra, dirs: map[string]string{}}
 	var name [8]byte
@@ -164,9 +163,6 @@ func (p Plan) Start(extra int) (*Group, error) {
 			return nil, err
 		}
 	}
-	if p.Pids == Rlimit {
-		g.nproc = uint64(userProcesses(p.host.UID) + p.Spec.Pids + extra)
-	}
 	return g, nil
 }
 
@@ -199,7 +195,8 @@ func (g *Group) Add(pid int) error {
 		}
 	}
 	if g.plan.Pids == Rlimit {
-		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", g.nproc, g.nproc); err != nil {
+		n := uint64(userProcesses(g.plan.host.UID) + g.plan.Spec.Pids + g.extra)
+		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", n, n); err != nil {
 			return err
 		}
 	}
@@ -338,4 +335,80 @@ func physicalMemory() int64 {
 		return 1 << 30
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// Self is what the run's first process applies to itself, for a substrate
+// whose helpers are Go processes (their runtime and address space must
+// not count against the tool): it joins the cgroups, then sets the
+// rlimits just before it executes the tool.
+type Self struct {
+	// Procs are the cgroup.procs files of the run's cgroups.
+	Procs []string `json:"procs,omitempty"`
+	// AS is RLIMIT_AS in bytes, CPU RLIMIT_CPU in seconds (0: none).
+	AS  uint64 `json:"as,omitempty"`
+	CPU uint64 `json:"cpu,omitempty"`
+	// NProc is the number of processes the tool may have, itself
+	// included: RLIMIT_NPROC is set to the user's count then plus NProc-1.
+	NProc int `json:"nproc,omitempty"`
+	UID   int `json:"uid"`
+}
+
+// Self returns what the run's first process applies to itself (see
+// [Self]); Add is then not used.
+func (g *Group) Self() Self {
+	s := Self{UID: g.plan.host.UID}
+	for _, c := range []string{"memory", "pids"} {
+		if dir, ok := g.dirs[c]; ok {
+			s.Procs = append(s.Procs, filepath.Join(dir, "cgroup.procs"))
+		}
+	}
+	if g.plan.Memory == Rlimit {
+		s.AS = uint64(g.plan.Spec.Memory)
+	}
+	if g.plan.CPU == Rlimit {
+		s.CPU = cpuSeconds(g.plan.Spec.CPU)
+	}
+	if g.plan.Pids == Rlimit {
+		s.NProc = g.plan.Spec.Pids
+	}
+	return s
+}
+
+// Join puts this process in the run's cgroups.
+func (s Self) Join() error {
+	for _, procs := range s.Procs {
+		if err := writeFile(procs, strconv.Itoa(os.Getpid())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Apply sets the rlimits on this process. Call it last before executing
+// the tool: a Go process allocates on its own, and RLIMIT_AS is meant for
+// the tool.
+func (s Self) Apply() error {
+	set := func(res int, name string, cur, hard uint64) error {
+		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: cur, Max: hard}); err != nil {
+			return fmt.Errorf("limits: cannot set %s=%d: %w", name, cur, err)
+		}
+		return nil
+	}
+	if s.NProc > 0 {
+		n := uint64(userProcesses(s.UID) + s.NProc - 1)
+		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", n, n); err != nil {
+			return err
+		}
+	}
+	if s.CPU > 0 {
+		if err := set(unix.RLIMIT_CPU, "RLIMIT_CPU", s.CPU, s.CPU+1); err != nil {
+			return err
+		}
+	}
+	if s.AS > 0 {
+		if err := set(unix.RLIMIT_AS, "RLIMIT_AS", s.AS, s.AS); err != nil {
+			return err
+		}
+	}
+	return nil
 }

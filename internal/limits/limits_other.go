@@ -33,3 +33,15 @@ func (g *Group) PidsExceeded() bool { return false }
 func (g *Group) Close() error { return nil }
 
 func physicalMemory() int64 { return 1 << 30 }
+
+// Self is what the run's first process applies to itself.
+type Self struct{}
+
+// Self returns nothing outside Linux.
+func (g *Group) Self() Self { return Self{} }
+
+// Join fails outside Linux.
+func (s Self) Join() error { return errNotLinux }
+
+// Apply fails outside Linux.
+func (s Self) Apply() error { return errNotLinux }

@@ -18,6 +18,7 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
 )
@@ -63,16 +64,17 @@ type config struct {
 	// every entry of them that is neither a spine directory nor in
 	// Protected gets write access. Protected are workspace-relative
 	// paths that stay read-only.
-	Read      []string `json:"read"`
-	Proc      bool     `json:"proc"`
-	Devices   []string `json:"devices"`
-	Write     []string `json:"write"`
-	Spine     []string `json:"spine"`
-	Protected []string `json:"protected"`
-	Network   Network  `json:"network"`
-	Ports     []int    `json:"ports"`
-	Seccomp   int      `json:"seccomp"` // seccomp.Network
-	DropCaps  bool     `json:"drop_caps"`
+	Read      []string    `json:"read"`
+	Proc      bool        `json:"proc"`
+	Devices   []string    `json:"devices"`
+	Write     []string    `json:"write"`
+	Spine     []string    `json:"spine"`
+	Protected []string    `json:"protected"`
+	Network   Network     `json:"network"`
+	Ports     []int       `json:"ports"`
+	Seccomp   int         `json:"seccomp"` // seccomp.Network
+	DropCaps  bool        `json:"drop_caps"`
+	Limits    limits.Self `json:"limits"`
 }
 
 func readConfig() (*config, error) {
@@ -205,6 +207,9 @@ func confine() int {
 	if err != nil {
 		return fail(status, 125, "confiner: %v", err)
 	}
+	if err := cfg.Limits.Join(); err != nil {
+		return fail(status, 125, "%v", err)
+	}
 	if cfg.DropCaps {
 		if err := dropCapabilities(); err != nil {
 			return fail(status, 125, "cannot drop capabilities: %v", err)
@@ -228,6 +233,9 @@ func confine() int {
 	// this process inherited would be a way around the rules.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fail(status, 125, "cannot close the inherited descriptors: %v", err)
+	}
+	if err := cfg.Limits.Apply(); err != nil {
+		return fail(status, 125, "%v", err)
 	}
 	err = syscall.Exec(prog, cfg.Argv, cfg.Env)
 	switch {

@@ -168,9 +168,10 @@ func (p Policy) Mechanisms(abi int) []substrate.Mechanism {
 	return append(m, p.Limits.Mechanisms(helperProcesses)...)
 }
 
-// helperProcesses counts the supervisor, which runs in the run's cgroups
-// and under its rlimits beside the tool.
-const helperProcesses = 1
+// helperProcesses counts the helpers' processes in the run's limits: none
+// (the confiner joins the cgroups and sets the rlimits on itself just
+// before it executes the tool; the supervisor stays out of them).
+const helperProcesses = 0
 
 // PolicyOf returns the policy that holds a native command to the
 // capabilities set on the workspace (absolute, canonical). It fails for a

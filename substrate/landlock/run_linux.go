@@ -143,16 +143,16 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		}
 		cfg.Spine, cfg.Protected = spineOf(prot)
 	}
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return substrate.Outcome{}, nil, err
-	}
-
 	grp, err := p.Limits.Start(helperProcesses)
 	if err != nil {
 		return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
 	}
 	defer grp.Close()
+	cfg.Limits = grp.Self()
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return substrate.Outcome{}, nil, err
+	}
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return substrate.Outcome{}, nil, err
@@ -175,12 +175,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	statusW.Close()
 	if err != nil {
 		return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot start the supervisor: %w", err)
-	}
-	// The limits hold before the supervisor learns what to run.
-	if err := grp.Add(t.Pid()); err != nil {
-		t.Kill()
-		t.Wait(ctx)
-		return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
 	}
 	cfgW.Write(data)
 	cfgW.Close()

@@ -1,0 +1,227 @@
+package runtime_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/substrate/landlock"
+)
+
+// sideDoors is a Python program that tries each side door a read-only
+// mount table leaves open and prints "NAME ERRNO" for each (0: it
+// opened). Each attempt is one that succeeds, or fails with another
+// errno than EPERM, outside a filter: the errno tells the filter's refusal
+// from the kernel's own.
+const sideDoors = `
+import ctypes, errno, fcntl, os, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def report(name, f):
+    try:
+        r = f()
+        if isinstance(r, int) and r < 0:
+            print(name, ctypes.get_errno())
+        else:
+            print(name, 0)
+    except OSError as e:
+        print(name, e.errno)
+    sys.stdout.flush()
+def sock(family, type=socket.SOCK_STREAM, proto=0):
+    return lambda: socket.socket(family, type, proto).close()
+params = ctypes.create_string_buffer(120)
+report("io_uring", lambda: libc.syscall(425, 8, params))
+report("bpf", lambda: libc.syscall(321, 0, None, 0))
+report("vsock", sock(40))
+report("vsock-dgram", sock(40, socket.SOCK_DGRAM))
+report("netlink", sock(16, socket.SOCK_RAW, 0))
+report("packet", sock(17, socket.SOCK_RAW, 0))
+report("unix", sock(socket.AF_UNIX))
+report("inet", sock(socket.AF_INET))
+report("inet-udp", sock(socket.AF_INET, socket.SOCK_DGRAM))
+report("keyctl", lambda: libc.syscall(250, 0, 0, 0, 0, 0))
+report("add_key", lambda: libc.syscall(248, b"user", b"k", b"v", 1, -2))
+report("userfaultfd", lambda: libc.syscall(323, 0))
+report("perf_event_open", lambda: libc.syscall(298, None, 0, -1, -1, 0))
+report("unshare-user", lambda: libc.syscall(272, 0x10000000))
+report("mount", lambda: libc.syscall(165, b"none", b"/nonexistent-cordon", b"tmpfs", 0, None))
+# TIOCSTI on stdin (a pipe: without a filter the kernel says ENOTTY)
+report("tiocsti", lambda: fcntl.ioctl(0, 0x5412, b"x"))
+report("tiocsti-high", lambda: libc.syscall(16, 0, 0x5412 | (1 << 32), ctypes.c_char_p(b"x")))
+sibling = os.fork()
+if sibling == 0:
+    time.sleep(5)
+    os._exit(0)
+report("ptrace-sibling", lambda: libc.syscall(101, 16, sibling, 0, 0))  # PTRACE_ATTACH
+report("process_vm_readv", lambda: libc.syscall(310, sibling, None, 0, None, 0, 0))
+os.kill(sibling, 9)
+`
+
+// TestSideDoorsAreShut runs sideDoors inside each native substrate: every
+// door must be refused with EPERM, the seccomp filter's answer.
+func TestSideDoorsAreShut(t *testing.T) {
+	needProgram(t, "python3")
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the program uses amd64 system call numbers")
+	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		res := run(t, newPolicy(ws), "python3 -c '"+sideDoors+"'", on(sub))
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+			if name, code, ok := strings.Cut(line, " "); ok {
+				got[name] = code
+			}
+		}
+		doors := []string{"io_uring", "bpf", "vsock", "vsock-dgram", "netlink", "packet", "unix", "inet", "inet-udp",
+			"keyctl", "add_key", "userfaultfd", "perf_event_open", "unshare-user", "mount", "tiocsti", "tiocsti-high",
+			"ptrace-sibling", "process_vm_readv"}
+		if len(got) != len(doors) {
+			t.Fatalf("not every door was tried: %q %q", res.Stdout, res.Stderr)
+		}
+		eperm := strconv.Itoa(int(syscall.EPERM))
+		for _, d := range doors {
+			if got[d] != eperm {
+				t.Errorf("%s on %s: errno %s, want EPERM (%s) from the seccomp filter", d, sub, got[d], eperm)
+			}
+		}
+	})
+}
+
+// TestVsockPortsStayFree binds and listens on a vsock port inside the
+// sandbox: under --net none nothing may take a port of the machine's
+// vsock space, which no network namespace separates.
+func TestVsockPortsStayFree(t *testing.T) {
+	needProgram(t, "python3")
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		port := 40000 + os.Getpid()%20000
+		script := fmt.Sprintf(`import socket
+s = socket.socket(40, socket.SOCK_STREAM)
+s.bind((0xFFFFFFFF, %d))
+s.listen(1)
+print("listening")`, port)
+		res := run(t, newPolicy(ws), "python3 -c '"+script+"'", on(sub))
+		if strings.Contains(res.Stdout, "listening") {
+			t.Fatalf("a sandboxed command listened on vsock port %d", port)
+		}
+		if !strings.Contains(res.Stderr, "Operation not permitted") {
+			t.Errorf("the vsock socket failed otherwise than by the filter: %q", res.Stderr)
+		}
+	})
+}
+
+// TestLoopbackListenerUnreachable listens on the host's loopback and
+// connects from inside with every transport the tool could pick.
+func TestLoopbackListenerUnreachable(t *testing.T) {
+	needProgram(t, "python3")
+	substrates(t, func(t *testing.T, sub string) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan struct{}, 1)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				accepted <- struct{}{}
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		ws := workspace(t, base(t))
+		res := run(t, newPolicy(ws), fmt.Sprintf(`python3 -c 'import socket; socket.create_connection(("127.0.0.1", %d), 2)'`, port), on(sub))
+		if res.ExitCode == 0 {
+			t.Errorf("the connection to the host's loopback succeeded on %s", sub)
+		}
+		select {
+		case <-accepted:
+			t.Errorf("the host listener accepted a connection from %s", sub)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if sub == landlock.Name && !strings.Contains(res.Stderr, "Operation not permitted") {
+			t.Errorf("on landlock the socket should be refused by the filter: %q", res.Stderr)
+		}
+	})
+}
+
+// TestLimitsEndABombAndABalloon runs a fork bomb under pids:32 and a memory
+// balloon under memory:64MiB on each native substrate: each ends at its
+// limit, and the test (this process, cordon's) goes on.
+func TestLimitsEndABombAndABalloon(t *testing.T) {
+	needProgram(t, "python3")
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		withLimits := func(extra ...capabilities.Capability) func(*Spec) {
+			return func(s *Spec) { s.Extra = extra }
+		}
+		pids, _ := capabilities.PidsLimit(32)
+		// The bomb forks children that wait, until fork fails; it prints
+		// how many it got. Bounded by the loop in any case.
+		bomb := `import os, time, sys
+n = 0
+for i in range(2000):
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+    except OSError as e:
+        print("fork failed", e.errno)
+        break
+print("forked", n)
+sys.stdout.flush()
+os._exit(0)`
+		start := time.Now()
+		res := run(t, newPolicy(ws), "python3 -c '"+bomb+"'", on(sub), withLimits(pids))
+		if !strings.Contains(res.Stdout, "fork failed") {
+			t.Fatalf("the bomb was not stopped: %q %q", res.Stdout, res.Stderr)
+		}
+		var n int
+		fmt.Sscanf(res.Stdout[strings.Index(res.Stdout, "forked"):], "forked %d", &n)
+		if n >= 32 {
+			t.Errorf("the bomb forked %d processes under pids:32", n)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("the run took %v: its children outlived it", d)
+		}
+		if !mentions(res.Mechanisms, "pids.max", "RLIMIT_NPROC") {
+			t.Errorf("the result names no process limit: %q", res.Mechanisms)
+		}
+
+		mem, _ := capabilities.MemoryLimit(64 << 20)
+		balloon := `import sys
+chunks = []
+for i in range(64):
+    chunks.append(bytearray(8 << 20))
+print("held", len(chunks) * 8, "MiB")`
+		res = run(t, newPolicy(ws), "python3 -c '"+balloon+"'", on(sub), withLimits(mem))
+		if strings.Contains(res.Stdout, "held") || res.ExitCode == 0 {
+			t.Fatalf("the balloon held 512MiB under memory:64MiB: %v %q %q", res, res.Stdout, res.Stderr)
+		}
+		if !mentions(res.Mechanisms, "memory.limit_in_bytes", "RLIMIT_AS") {
+			t.Errorf("the result names no memory limit: %q", res.Mechanisms)
+		}
+		t.Logf("balloon on %s: %v; mechanisms %q", sub, res, res.Mechanisms)
+	})
+}
+
+// mentions reports whether a mechanism of the limits substrate names one
+// of the ways a limit is applied.
+func mentions(mechs []string, ways ...string) bool {
+	for _, m := range mechs {
+		for _, w := range ways {
+			if strings.HasPrefix(m, "limits: ") && strings.Contains(m, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
