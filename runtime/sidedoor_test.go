@@ -225,3 +225,20 @@ func mentions(mechs []string, ways ...string) bool {
 	}
 	return false
 }
+
+// TestHostInterfacesHidden looks for the host's network interfaces and
+// their hardware addresses in /sys with the network off: neither substrate
+// may show them.
+func TestHostInterfacesHidden(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		res := run(t, newPolicy(ws), `ls /sys/class/net 2>/dev/null; cat /sys/class/net/*/address /sys/devices/virtual/net/*/address 2>/dev/null; find /sys/devices -path '*/net/*' -name address 2>/dev/null | head -3; echo end`, on(sub))
+		if strings.TrimSpace(res.Stdout) != "end" {
+			t.Errorf("/sys shows the host's interfaces on %s: %q", sub, res.Stdout)
+		}
+	})
+	// The control: the host has interfaces to hide.
+	if ifs, _ := net.Interfaces(); len(ifs) == 0 {
+		t.Fatalf("the host lists no interface: the test cannot tell")
+	}
+}

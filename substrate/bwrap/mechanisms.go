@@ -59,8 +59,9 @@ var (
 	UnsharePID = mech("unshare-pid", "--unshare-pid")
 	// UnshareIPC: private IPC, UTS and cgroup namespaces.
 	UnshareIPC = mech("unshare-ipc", "--unshare-ipc --unshare-uts --unshare-cgroup-try")
-	// UnshareNet: a network namespace of its own, with only loopback.
-	UnshareNet = mech("unshare-net", "--unshare-net")
+	// UnshareNet: a network namespace of its own, with only loopback,
+	// and the host's interfaces hidden from /sys.
+	UnshareNet = mech("unshare-net", "--unshare-net; --size 1MiB --tmpfs /sys/class/net and each interface's /sys/devices/.../net, each --remount-ro")
 	// ShareNet: the host network namespace (the network is open).
 	ShareNet = mech("share-net", "no --unshare-net: host network")
 	// NewSession: a new session, with no controlling terminal to inject

@@ -166,6 +166,14 @@ func (s *Sandbox) build(environ []string) error {
 			inside = append(inside, h)
 		}
 	}
+	if p.network == NetNone {
+		// /sys lists the host's network interfaces and their addresses,
+		// whatever namespace reads it: hidden when the network is.
+		for _, d := range netSysDirs() {
+			a = append(a, "--size", strconv.Itoa(hiddenSize), "--tmpfs", d)
+			remount = append(remount, d)
+		}
+	}
 	if p.network == NetHost {
 		// The resolver configuration often lives under /run: bind the
 		// one file back, so that names resolve on the open network.
@@ -209,6 +217,26 @@ func (s *Sandbox) build(environ []string) error {
 	s.mu.Unlock()
 	return nil
 }
+
+// netSysDirs returns the directories of /sys that list the host's network
+// interfaces: /sys/class/net and the net directory of each interface's
+// device (/sys/devices/virtual/net, /sys/devices/pci.../net). Found once.
+var netSysDirs = sync.OnceValue(func() []string {
+	dirs := []string{"/sys/class/net"}
+	links, _ := filepath.Glob("/sys/class/net/*")
+	for _, l := range links {
+		if real, err := filepath.EvalSymlinks(l); err == nil && strings.HasPrefix(real, "/sys/devices/") {
+			if d := filepath.Dir(real); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	if _, err := os.Stat(dirs[0]); err != nil {
+		return nil
+	}
+	sort.Strings(dirs[1:])
+	return dirs
+})
 
 // begin creates the harness directories of a writable workspace (mode
 // 0700, kept) and takes the workspace's run lock: every run of the
