@@ -3,14 +3,18 @@ package seccomp
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/cordon-run/cordon/internal/testenv"
@@ -18,7 +22,8 @@ import (
 )
 
 // helperEnv tells a re-executed test binary to be the helper and which
-// policy to apply: none, tcp, host, or control (no filter at all).
+// policy to apply: its name ("none/by-fd"), or control (no filter at
+// all).
 const helperEnv = "CORDON_SECCOMP_HELPER"
 
 // resultPrefix marks the helper's result lines in its output.
@@ -32,10 +37,11 @@ type check struct {
 }
 
 // checks are tried in the helper, in this order. None of them reaches
-// the network or the file system, and each is harmless without the
-// filter too (the control run), where most fail differently — ENOTTY,
-// ESRCH, EINVAL — or work, which shows that the EPERM under the filter
-// is the filter's.
+// the network, the metadata checks change only the files [metadataDir]
+// put in the helper's working directory, and each is harmless without
+// the filter too (the control run), where most fail differently —
+// ENOTTY, ESRCH, EINVAL — or work, which shows that the EPERM under the
+// filter is the filter's.
 func checks() []check {
 	sock := func(family, typ, proto int) func() error {
 		return func() error {
@@ -121,7 +127,116 @@ func checks() []check {
 		}},
 		{"exec /bin/true", func() error { return exec.Command("/bin/true").Run() }},
 		{"every thread filtered, no_new_privs", allThreadsFiltered},
+
+		// The metadata of byPathFile, by its name.
+		{"chmod(by-path, 0640)", func() error { return chmodPath(byPathFile, 0o640) }},
+		{"fchmodat(AT_FDCWD, by-path, 0604)", func() error { return unix.Fchmodat(unix.AT_FDCWD, byPathFile, 0o604, 0) }},
+		{"utimensat(AT_FDCWD, by-path, NULL)", func() error { return unix.UtimesNanoAt(unix.AT_FDCWD, byPathFile, nil, 0) }},
+		{"setxattr(by-path, user.x)", func() error { return unix.Setxattr(byPathFile, "user.x", []byte("1"), 0) }},
+		// The metadata of byFDFile, through a read-only descriptor.
+		{"fchmod(read-only fd of by-fd, 0640)", withFD(byFDFile, unix.O_RDONLY, func(fd int) error { return unix.Fchmod(fd, 0o640) })},
+		{"futimens: utimensat(read-only fd of by-fd, NULL, NULL)", withFD(byFDFile, unix.O_RDONLY, futimens)},
+		// An O_PATH descriptor, which Landlock lets a tool open on any
+		// file, is no descriptor to futimens: the kernel's EBADF.
+		{"futimens: utimensat(O_PATH fd of by-path, NULL, NULL)", withFD(byPathFile, unix.O_PATH, futimens)},
 	}
+}
+
+// The files the metadata checks change, in the helper's working
+// directory: byPathFile only by its name, byFDFile only through a
+// descriptor. Both start with mode 0600 and the modification time
+// oldTime.
+const (
+	byPathFile = "by-path"
+	byFDFile   = "by-fd"
+)
+
+var oldTime = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// metadataDir returns a new directory holding byPathFile and byFDFile.
+func metadataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{byPathFile, byFDFile} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o600); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, oldTime, oldTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// chmodPath is chmod(2) where the architecture has it (amd64), else
+// fchmodat(AT_FDCWD), which is what the C library's chmod is there.
+func chmodPath(name string, mode uint32) error {
+	i := slices.IndexFunc(nativeTable().metadataByPath, func(c call) bool { return c.name == "chmod" })
+	if i < 0 {
+		return unix.Fchmodat(unix.AT_FDCWD, name, mode, 0)
+	}
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, errno := unix.Syscall(uintptr(nativeTable().metadataByPath[i].nr), uintptr(unsafe.Pointer(p)), uintptr(mode), 0)
+	return errnoOrNil(errno)
+}
+
+// withFD opens name with flags and runs try on the descriptor.
+func withFD(name string, flags int, try func(fd int) error) func() error {
+	return func() error {
+		fd, err := unix.Open(name, flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", name, err)
+		}
+		defer unix.Close(fd)
+		return try(fd)
+	}
+}
+
+// futimens sets fd's times to now: utimensat(fd, NULL, NULL, 0), which
+// x/sys has no wrapper for (its Futimes goes through /proc/self/fd).
+func futimens(fd int) error {
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, 0, 0, 0, 0)
+	return errnoOrNil(errno)
+}
+
+// metadataAfter is what a helper left of the files in its directory, as
+// the parent sees them: the modes, whether the modification times moved,
+// whether by-path holds the xattr user.x.
+type metadataAfter struct {
+	pathMode, fdMode       os.FileMode
+	pathTouched, fdTouched bool
+	pathXattr              bool
+}
+
+// readMetadata reads the files metadataDir made in dir.
+func readMetadata(t *testing.T, dir string) metadataAfter {
+	t.Helper()
+	var m metadataAfter
+	for _, f := range []struct {
+		name    string
+		mode    *os.FileMode
+		touched *bool
+	}{
+		{byPathFile, &m.pathMode, &m.pathTouched},
+		{byFDFile, &m.fdMode, &m.fdTouched},
+	} {
+		fi, err := os.Stat(filepath.Join(dir, f.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		*f.mode = fi.Mode().Perm()
+		*f.touched = !fi.ModTime().Equal(oldTime)
+	}
+	_, err := unix.Getxattr(filepath.Join(dir, byPathFile), "user.x", nil)
+	m.pathXattr = err == nil
+	return m
 }
 
 func errnoOrNil(errno unix.Errno) error {
@@ -171,18 +286,11 @@ func TestHelperProcess(t *testing.T) {
 		return
 	}
 	if mode != "control" {
-		var p Policy
-		switch mode {
-		case "none":
-			p.Network = NetNone
-		case "tcp":
-			p.Network = NetTCP
-		case "host":
-			p.Network = NetHost
-		default:
+		i := slices.IndexFunc(policies, func(p Policy) bool { return name(p) == mode })
+		if i < 0 {
 			t.Fatalf("%s=%q", helperEnv, mode)
 		}
-		if err := Apply(p); err != nil {
+		if err := Apply(policies[i]); err != nil {
 			fmt.Printf("%sapply\t%s\n", resultPrefix, outcome(err))
 			return
 		}
@@ -192,13 +300,13 @@ func TestHelperProcess(t *testing.T) {
 	}
 }
 
-// runHelper re-executes the test binary as the helper in mode and returns
-// its outcomes by check name.
-func runHelper(t *testing.T, mode string) map[string]string {
+// runHelper re-executes the test binary as the helper in mode, in dir,
+// and returns its outcomes by check name.
+func runHelper(t *testing.T, mode, dir string) map[string]string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -243,44 +351,74 @@ func TestKernel(t *testing.T) {
 		"exec /bin/true":                      "ok",
 		"every thread filtered, no_new_privs": "ok",
 	}
-	with := func(inet map[string]string) map[string]string {
-		m := map[string]string{}
-		for k, v := range everyPolicy {
-			m[k] = v
-		}
-		for k, v := range inet {
-			m[k] = v
-		}
-		return m
-	}
 	const (
 		stream    = "socket(AF_INET, SOCK_STREAM, 0)"
 		streamTCP = "socket(AF_INET, SOCK_STREAM|SOCK_CLOEXEC, IPPROTO_TCP)"
 		dgram     = "socket(AF_INET, SOCK_DGRAM, 0)"
 		mptcp     = "socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)"
 	)
-	policies := map[string]map[string]string{
-		"none": with(map[string]string{stream: "EPERM", streamTCP: "EPERM", dgram: "EPERM", mptcp: "EPERM"}),
-		"tcp":  with(map[string]string{stream: "ok", streamTCP: "ok", dgram: "EPERM", mptcp: "EPERM"}),
-		"host": with(map[string]string{stream: "ok", streamTCP: "ok", dgram: "ok"}),
+	byNetwork := map[Network]map[string]string{
+		NetNone: {stream: "EPERM", streamTCP: "EPERM", dgram: "EPERM", mptcp: "EPERM"},
+		NetTCP:  {stream: "ok", streamTCP: "ok", dgram: "EPERM", mptcp: "EPERM"},
+		NetHost: {stream: "ok", streamTCP: "ok", dgram: "ok"},
+	}
+	// The metadata checks under MetadataAll, MetadataByFD and
+	// MetadataNone; "" is what they answer without the filter.
+	byMetadata := map[string][3]string{
+		"chmod(by-path, 0640)":                                   {"", "EPERM", "EPERM"},
+		"fchmodat(AT_FDCWD, by-path, 0604)":                      {"", "EPERM", "EPERM"},
+		"utimensat(AT_FDCWD, by-path, NULL)":                     {"", "EPERM", "EPERM"},
+		"setxattr(by-path, user.x)":                              {"", "EPERM", "EPERM"},
+		"fchmod(read-only fd of by-fd, 0640)":                    {"", "ok", "EPERM"},
+		"futimens: utimensat(read-only fd of by-fd, NULL, NULL)": {"", "ok", "ok"},
+		"futimens: utimensat(O_PATH fd of by-path, NULL, NULL)":  {"", "EBADF", "EBADF"},
 	}
 
-	control := runHelper(t, "control")
+	control := runHelper(t, "control", metadataDir(t))
 	t.Logf("without the filter: %v", control)
-	for _, mode := range []string{"none", "tcp", "host"} {
-		t.Run(mode, func(t *testing.T) {
-			got := runHelper(t, mode)
+	for _, p := range []Policy{
+		{Network: NetNone}, {Network: NetTCP}, {Network: NetHost},
+		{Network: NetNone, Metadata: MetadataByFD}, {Network: NetNone, Metadata: MetadataNone},
+	} {
+		t.Run(name(p), func(t *testing.T) {
+			dir := metadataDir(t)
+			got := runHelper(t, name(p), dir)
 			if result, failed := got["apply"]; failed {
 				testenv.Require(t, result != "EINVAL", "seccomp filters in this kernel (Apply: %s)", result)
 				t.Fatalf("Apply: %s", result)
 			}
-			for name, want := range policies[mode] {
+			want := maps.Clone(everyPolicy)
+			maps.Copy(want, byNetwork[p.Network])
+			for name, w := range byMetadata {
+				want[name] = cmp.Or(w[p.Metadata], control[name])
+			}
+			for name, want := range want {
 				switch {
 				case got[name] != want:
 					t.Errorf("%s: got %q, want %q", name, got[name], want)
-				case want != "ok" && control[name] == want:
+				case (want == "EPERM" || want == "ENOSYS") && control[name] == want:
 					t.Logf("%s: %s without the filter too: this host does not show the filter's part", name, want)
 				}
+			}
+
+			// What the host sees: the files as the helper left them.
+			after := readMetadata(t, dir)
+			byPath := p.Metadata == MetadataAll
+			wantPathMode := os.FileMode(0o600)
+			if byPath {
+				wantPathMode = 0o604 // fchmodat's, the later of the two
+			}
+			if after.pathMode != wantPathMode || after.pathTouched != byPath || after.pathXattr && !byPath {
+				t.Errorf("%s afterwards: mode %v, times changed %v, user.x set %v; want mode %v, times changed %v",
+					byPathFile, after.pathMode, after.pathTouched, after.pathXattr, wantPathMode, byPath)
+			}
+			wantFDMode := os.FileMode(0o640)
+			if p.Metadata == MetadataNone {
+				wantFDMode = 0o600
+			}
+			if after.fdMode != wantFDMode || !after.fdTouched {
+				t.Errorf("%s afterwards: mode %v, times changed %v; want mode %v, times changed (futimens)",
+					byFDFile, after.fdMode, after.fdTouched, wantFDMode)
 			}
 		})
 	}

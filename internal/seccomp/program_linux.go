@@ -10,13 +10,15 @@ import (
 // Offsets into struct seccomp_data, the input of the filter: nr (u32) at
 // 0, arch (u32) at 4, instruction_pointer (u64) at 8, args[6] (u64) from
 // 16. Both supported architectures are little-endian, so the low 32 bits
-// of argument i are the word at 16+8*i.
+// of argument i are the word at 16+8*i and the high 32 bits the word
+// after it.
 const (
 	offNr   = 0
 	offArch = 4
 )
 
-func argLow(i uint32) uint32 { return 16 + 8*i }
+func argLow(i uint32) uint32  { return 16 + 8*i }
+func argHigh(i uint32) uint32 { return 20 + 8*i }
 
 // cloneNamespaces are the clone(2) flags that make a new namespace.
 const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
@@ -39,7 +41,7 @@ const (
 // built for: one run of comparisons on the system call number, then a
 // short block for each call checked by its arguments, then the shared
 // returns. It returns an error for an architecture without a table and
-// for a Network it does not know.
+// for a Network or Metadata it does not know.
 func Program(p Policy) ([]bpf.RawInstruction, error) {
 	t := nativeTable()
 	if t == nil {
@@ -47,6 +49,9 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 	}
 	if p.Network < NetNone || p.Network > NetHost {
 		return nil, fmt.Errorf("seccomp: unknown network policy %v", p.Network)
+	}
+	if p.Metadata < MetadataAll || p.Metadata > MetadataNone {
+		return nil, fmt.Errorf("seccomp: unknown metadata policy %v", p.Metadata)
 	}
 	var a asm
 
@@ -61,6 +66,12 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 	a.jumpIf(bpf.JumpEqual, t.clone3, "enosys", "")
 	for _, c := range t.denied {
 		a.jumpIf(bpf.JumpEqual, c.nr, "eperm", "")
+	}
+	for _, c := range t.deniedMetadata(p.Metadata) {
+		a.jumpIf(bpf.JumpEqual, c.nr, "eperm", "")
+	}
+	if p.Metadata != MetadataAll {
+		a.jumpIf(bpf.JumpEqual, t.utimensat, "utimensat", "")
 	}
 	a.jumpIf(bpf.JumpEqual, t.clone, "clone", "")
 	a.jumpIf(bpf.JumpEqual, t.ioctl, "ioctl", "")
@@ -107,6 +118,18 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 		a.load(argLow(0))
 		a.jumpIf(bpf.JumpEqual, unix.AF_INET, "allow", "")
 		a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "allow", "eperm")
+	}
+
+	// utimensat(dirfd, path, times, flags) changes the times of path, or
+	// of dirfd's own file when path is NULL (futimens). The path is a
+	// pointer, which the kernel compares whole: a NULL one has both
+	// halves zero.
+	if p.Metadata != MetadataAll {
+		a.label("utimensat")
+		a.load(argLow(1))
+		a.jumpIf(bpf.JumpEqual, 0, "", "eperm")
+		a.load(argHigh(1))
+		a.jumpIf(bpf.JumpEqual, 0, "allow", "eperm")
 	}
 
 	a.label("allow")

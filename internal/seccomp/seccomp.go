@@ -4,8 +4,10 @@
 // [Apply] just before it executes the tool. It closes the kernel
 // interfaces a tool has no business with and that neither namespaces nor
 // Landlock confine — io_uring, bpf, perf events, keyrings, ptrace, module
-// and kexec loading, mounts and new namespaces, the clock — and narrows
-// socket(2) to what the run's [Network] allows.
+// and kexec loading, mounts and new namespaces, the clock — narrows
+// socket(2) to what the run's [Network] allows, and refuses the changes
+// to a file's mode, owner, times and extended attributes that the run's
+// [Metadata] does not allow.
 //
 // # Denials are errors, not kills
 //
@@ -21,7 +23,11 @@
 //   - a call on another ABI (i386 through int 0x80 on amd64, x32, 32-bit
 //     ARM on arm64) is refused;
 //   - clone3 returns ENOSYS;
-//   - the calls [Denied] lists are refused whatever their arguments;
+//   - the calls [Denied] lists are refused whatever their arguments, and
+//     so are the ones [DeniedMetadata] lists for the run's [Metadata];
+//   - utimensat(2) is refused when its path is not NULL, unless
+//     [Metadata] is [MetadataAll]: with a NULL path it is futimens(3),
+//     which changes the times of the descriptor's own file;
 //   - clone(2) is refused when its flags ask for a new namespace
 //     (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
 //     CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET);
@@ -36,7 +42,8 @@
 // Everything else is allowed. Arguments are compared on their low 32 bits,
 // which is what the kernel reads for each of them (an int or unsigned int,
 // or clone's flags, which it truncates), so setting the high bits of a
-// register gets past nothing.
+// register gets past nothing. utimensat's path is the exception: it is a
+// pointer, the kernel reads all 64 bits, and so does the filter.
 //
 // # Limitations
 //
@@ -51,6 +58,18 @@
 //   - [NetTCP] narrows protocols, not addresses or ports: those are
 //     Landlock's TCP rules (the landlock helper) or the network namespace
 //     (bubblewrap).
+//   - [MetadataByFD] leaves a tool fchmod, fchown, fsetxattr, fremovexattr
+//     and futimens on every file it can open, read-only included: the
+//     kernel does not ask for a writable descriptor, so Landlock's read
+//     rules decide those files too. futimens stays allowed under
+//     [MetadataNone].
+//   - The *at calls (fchmodat, fchmodat2, fchownat, setxattrat,
+//     removexattrat, file_setattr) are refused whole, AT_EMPTY_PATH on a
+//     descriptor included: an O_PATH descriptor, which Landlock lets a tool
+//     open on any file, would serve. So is a library's change through
+//     /proc/self/fd/N (x/sys's unix.Futimes): it is a path.
+//   - The inode flags that ioctl sets (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR:
+//     chattr) are allowed under every [Metadata].
 package seccomp
 
 import (
@@ -89,9 +108,47 @@ func (n Network) String() string {
 	return fmt.Sprintf("Network(%d)", int(n))
 }
 
+// Metadata is what the filter leaves of the calls that change a file's
+// mode, owner, times and extended attributes. Landlock (ABI 7 and before)
+// does not govern them, so under the landlock helper a tool could change
+// a host file it owns by its path alone, one Landlock forbids it to write
+// or even read; under bubblewrap the read-only mount table refuses that.
+type Metadata int
+
+const (
+	// MetadataAll, the zero value, allows every such call: a read-only
+	// mount table protects the host (bubblewrap).
+	MetadataAll Metadata = iota
+	// MetadataByFD allows them only through a descriptor: chmod, fchmodat,
+	// fchmodat2, chown, lchown, fchownat, utime, utimes, futimesat,
+	// utimensat with a path, setxattr, lsetxattr, setxattrat, removexattr,
+	// lremovexattr, removexattrat and file_setattr are refused; fchmod,
+	// fchown, fsetxattr, fremovexattr and futimens (utimensat with a NULL
+	// path) are allowed, on the files Landlock lets the tool open.
+	MetadataByFD
+	// MetadataNone refuses fchmod, fchown, fsetxattr and fremovexattr
+	// too, for root, who owns the host's system files and could open one
+	// read-only and change its mode. futimens stays allowed.
+	MetadataNone
+)
+
+// String names the metadata policy: all, by-fd or none.
+func (m Metadata) String() string {
+	switch m {
+	case MetadataAll:
+		return "all"
+	case MetadataByFD:
+		return "by-fd"
+	case MetadataNone:
+		return "none"
+	}
+	return fmt.Sprintf("Metadata(%d)", int(m))
+}
+
 // Policy is what a filter allows beyond its fixed denials.
 type Policy struct {
-	Network Network
+	Network  Network
+	Metadata Metadata
 }
 
 // String is the one line a grant's mechanisms quote for the filter.
@@ -105,28 +162,63 @@ func (p Policy) String() string {
 		"settimeofday, clock_settime, clock_adjtime, adjtimex, lsm_set_self_attr, " +
 		"ioctl TIOCSTI/TIOCLINUX, personality other than PER_LINUX, other ABIs (i386, x32); " +
 		"ENOSYS for clone3; "
+	const byPath = "; EPERM for the chmod, chown, utimes, xattr and file attribute calls by path " +
+		"(chmod, fchmodat*, chown, lchown, fchownat, utime, utimes, futimesat, utimensat with a path, " +
+		"setxattr*, lsetxattr, removexattr*, lremovexattr, file_setattr)"
+	var socket, metadata string
 	switch p.Network {
 	case NetNone:
-		return fixed + "socket() refused for every family (socketpair allowed)"
+		socket = "socket() refused for every family (socketpair allowed)"
 	case NetTCP:
-		return fixed + "socket() only AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or IPPROTO_TCP (socketpair allowed)"
+		socket = "socket() only AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or IPPROTO_TCP (socketpair allowed)"
 	case NetHost:
-		return fixed + "socket() only AF_INET/AF_INET6, any type and protocol (socketpair allowed)"
+		socket = "socket() only AF_INET/AF_INET6, any type and protocol (socketpair allowed)"
+	default:
+		return fmt.Sprintf("seccomp: invalid network policy %v", p.Network)
 	}
-	return fmt.Sprintf("seccomp: invalid network policy %v", p.Network)
+	switch p.Metadata {
+	case MetadataAll:
+	case MetadataByFD:
+		metadata = byPath + "; by descriptor allowed"
+	case MetadataNone:
+		metadata = byPath + " and by descriptor (fchmod, fchown, fsetxattr, fremovexattr); futimens allowed"
+	default:
+		return fmt.Sprintf("seccomp: invalid metadata policy %v", p.Metadata)
+	}
+	return fixed + socket + metadata
 }
 
 // Denied returns the names of the system calls the filter refuses with
-// EPERM whatever their arguments, sorted. clone3 (ENOSYS) and the calls
-// checked by argument (clone, ioctl, personality, socket) are not among
-// them. It is empty where the package has no system call table.
+// EPERM whatever their arguments, sorted. clone3 (ENOSYS), the calls
+// checked by argument (clone, ioctl, personality, socket) and the ones
+// that depend on [Metadata] ([DeniedMetadata]) are not among them. It is
+// empty where the package has no system call table.
 func Denied() []string {
 	t := nativeTable()
 	if t == nil {
 		return nil
 	}
-	names := make([]string, 0, len(t.denied))
-	for _, c := range t.denied {
+	return sortedNames(t.denied)
+}
+
+// DeniedMetadata returns the names of the calls that change a file's
+// metadata and that the filter refuses with EPERM under m whatever their
+// arguments, sorted: none under [MetadataAll], the calls by path under
+// [MetadataByFD], those and the calls by descriptor under [MetadataNone].
+// utimensat, checked by its path argument, is not among them. It is empty
+// where the package has no system call table and for a Metadata it does
+// not know.
+func DeniedMetadata(m Metadata) []string {
+	t := nativeTable()
+	if t == nil {
+		return nil
+	}
+	return sortedNames(t.deniedMetadata(m))
+}
+
+func sortedNames(calls []call) []string {
+	names := make([]string, 0, len(calls))
+	for _, c := range calls {
 		names = append(names, c.name)
 	}
 	slices.Sort(names)
@@ -159,8 +251,26 @@ type table struct {
 	x32Bit uint32
 
 	clone, clone3, ioctl, personality, socket uint32
+	// utimensat is checked by its path unless Metadata is MetadataAll.
+	utimensat uint32
 
 	denied []call // refused with EPERM whatever their arguments
+	// metadataByPath change a file's mode, owner, times or extended
+	// attributes through a path: refused unless Metadata is MetadataAll.
+	metadataByPath []call
+	// metadataByFD do it through a descriptor: refused under MetadataNone.
+	metadataByFD []call
+}
+
+// deniedMetadata returns the calls m refuses whatever their arguments.
+func (t *table) deniedMetadata(m Metadata) []call {
+	switch m {
+	case MetadataByFD:
+		return t.metadataByPath
+	case MetadataNone:
+		return slices.Concat(t.metadataByPath, t.metadataByFD)
+	}
+	return nil
 }
 
 // call is a system call by name and number.

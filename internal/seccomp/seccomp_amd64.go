@@ -16,6 +16,7 @@ var x86_64 = table{
 	ioctl:       unix.SYS_IOCTL,
 	personality: unix.SYS_PERSONALITY,
 	socket:      unix.SYS_SOCKET,
+	utimensat:   unix.SYS_UTIMENSAT,
 
 	denied: []call{
 		// Kernel interfaces with a record of privilege escalations.
@@ -77,6 +78,34 @@ var x86_64 = table{
 		{"uselib", unix.SYS_USELIB},
 		{"iopl", unix.SYS_IOPL},
 		{"ioperm", unix.SYS_IOPERM},
+	},
+
+	// What changes a file's mode, owner, times and extended attributes
+	// (see Metadata), by path — utimensat is checked by its path — and
+	// by descriptor.
+	metadataByPath: []call{
+		{"chmod", unix.SYS_CHMOD},
+		{"fchmodat", unix.SYS_FCHMODAT},
+		{"fchmodat2", unix.SYS_FCHMODAT2},
+		{"chown", unix.SYS_CHOWN},
+		{"lchown", unix.SYS_LCHOWN},
+		{"fchownat", unix.SYS_FCHOWNAT},
+		{"utime", unix.SYS_UTIME},
+		{"utimes", unix.SYS_UTIMES},
+		{"futimesat", unix.SYS_FUTIMESAT},
+		{"setxattr", unix.SYS_SETXATTR},
+		{"lsetxattr", unix.SYS_LSETXATTR},
+		{"setxattrat", unix.SYS_SETXATTRAT},
+		{"removexattr", unix.SYS_REMOVEXATTR},
+		{"lremovexattr", unix.SYS_LREMOVEXATTR},
+		{"removexattrat", unix.SYS_REMOVEXATTRAT},
+		{"file_setattr", unix.SYS_FILE_SETATTR},
+	},
+	metadataByFD: []call{
+		{"fchmod", unix.SYS_FCHMOD},
+		{"fchown", unix.SYS_FCHOWN},
+		{"fsetxattr", unix.SYS_FSETXATTR},
+		{"fremovexattr", unix.SYS_FREMOVEXATTR},
 	},
 }
 

@@ -14,6 +14,7 @@ var aarch64 = table{
 	ioctl:       unix.SYS_IOCTL,
 	personality: unix.SYS_PERSONALITY,
 	socket:      unix.SYS_SOCKET,
+	utimensat:   unix.SYS_UTIMENSAT,
 
 	denied: []call{
 		// Kernel interfaces with a record of privilege escalations.
@@ -72,6 +73,29 @@ var aarch64 = table{
 		// Obsolete.
 		{"lookup_dcookie", unix.SYS_LOOKUP_DCOOKIE},
 		{"nfsservctl", unix.SYS_NFSSERVCTL},
+	},
+
+	// What changes a file's mode, owner, times and extended attributes
+	// (see Metadata), by path — utimensat is checked by its path — and
+	// by descriptor. arm64 has no chmod, chown, lchown, utime, utimes or
+	// futimesat: the C library builds them on the *at calls.
+	metadataByPath: []call{
+		{"fchmodat", unix.SYS_FCHMODAT},
+		{"fchmodat2", unix.SYS_FCHMODAT2},
+		{"fchownat", unix.SYS_FCHOWNAT},
+		{"setxattr", unix.SYS_SETXATTR},
+		{"lsetxattr", unix.SYS_LSETXATTR},
+		{"setxattrat", unix.SYS_SETXATTRAT},
+		{"removexattr", unix.SYS_REMOVEXATTR},
+		{"lremovexattr", unix.SYS_LREMOVEXATTR},
+		{"removexattrat", unix.SYS_REMOVEXATTRAT},
+		{"file_setattr", unix.SYS_FILE_SETATTR},
+	},
+	metadataByFD: []call{
+		{"fchmod", unix.SYS_FCHMOD},
+		{"fchown", unix.SYS_FCHOWN},
+		{"fsetxattr", unix.SYS_FSETXATTR},
+		{"fremovexattr", unix.SYS_FREMOVEXATTR},
 	},
 }
 

@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -16,7 +17,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var policies = []Policy{{Network: NetNone}, {Network: NetTCP}, {Network: NetHost}}
+var (
+	networks  = []Network{NetNone, NetTCP, NetHost}
+	metadatas = []Metadata{MetadataAll, MetadataByFD, MetadataNone}
+)
+
+// policies are every Network with every Metadata.
+var policies = func() []Policy {
+	var ps []Policy
+	for _, m := range metadatas {
+		for _, n := range networks {
+			ps = append(ps, Policy{Network: n, Metadata: m})
+		}
+	}
+	return ps
+}()
+
+// name is a policy's short name, network/metadata: "tcp/by-fd".
+func name(p Policy) string { return p.Network.String() + "/" + p.Metadata.String() }
 
 // native returns this architecture's table, or skips the test on one the
 // package has none for.
@@ -86,18 +104,18 @@ func verdict(r int) string {
 }
 
 // sysCall is one system call as the filter sees it, and what it must
-// answer under each network policy.
+// answer under each value of the policy field its table is about.
 type sysCall struct {
 	name string
 	arch uint32 // 0: the table's
 	nr   uint32
 	args []uint64
-	want [3]uint32 // for NetNone, NetTCP, NetHost
+	want [3]uint32 // for NetNone, NetTCP, NetHost; or MetadataAll, MetadataByFD, MetadataNone
 }
 
 func same(v uint32) [3]uint32 { return [3]uint32{v, v, v} }
 
-// calls is the table every policy replays.
+// calls is the table every policy replays, by its Network.
 func calls(tab *table) []sysCall {
 	var cs []sysCall
 	for _, c := range tab.denied {
@@ -197,13 +215,62 @@ func calls(tab *table) []sysCall {
 	return cs
 }
 
-// TestVerdicts replays the table of calls against each policy's program.
+// metadataCalls is the table every policy replays, by its Metadata.
+func metadataCalls(tab *table) []sysCall {
+	var (
+		byPath = [3]uint32{allow, eperm, eperm}
+		byFD   = [3]uint32{allow, allow, eperm}
+	)
+	const (
+		atFDCWD = 1<<64 - 100 // AT_FDCWD, -100, in a register
+		path    = 0x7ffc_9a2b_3c40
+		fd      = 3
+		times   = 0x7ffc_9a2b_3d00
+	)
+	var cs []sysCall
+	for _, c := range tab.metadataByPath {
+		// Arguments that name a descriptor where the call takes one
+		// (AT_EMPTY_PATH is 0x1000): refused all the same.
+		cs = append(cs,
+			sysCall{name: c.name, nr: c.nr, args: []uint64{atFDCWD, path, 0o777, 0}, want: byPath},
+			sysCall{name: c.name + "(fd, \"\", AT_EMPTY_PATH)", nr: c.nr, args: []uint64{fd, path, 0o777, unix.AT_EMPTY_PATH, unix.AT_EMPTY_PATH}, want: byPath},
+		)
+	}
+	for _, c := range tab.metadataByFD {
+		cs = append(cs, sysCall{name: c.name, nr: c.nr, args: []uint64{fd, 0o777}, want: byFD})
+	}
+	return append(cs,
+		sysCall{name: "utimensat(AT_FDCWD, path)", nr: tab.utimensat, args: []uint64{atFDCWD, path, times, 0}, want: byPath},
+		sysCall{name: "utimensat(fd, path, NULL)", nr: tab.utimensat, args: []uint64{fd, path, 0, 0}, want: byPath},
+		sysCall{name: "utimensat(fd, \"\", AT_EMPTY_PATH)", nr: tab.utimensat, args: []uint64{fd, path, times, unix.AT_EMPTY_PATH}, want: byPath},
+		sysCall{name: "utimensat(fd, path with a zero low half)", nr: tab.utimensat, args: []uint64{fd, 0x7ffc_0000_0000, times, 0}, want: byPath},
+		sysCall{name: "utimensat(fd, path 1<<32)", nr: tab.utimensat, args: []uint64{fd, 1 << 32, 0, 0}, want: byPath},
+		sysCall{name: "utimensat(fd, path with a zero high half)", nr: tab.utimensat, args: []uint64{fd, 0x9a2b_3c40, 0, 0}, want: byPath},
+		sysCall{name: "futimens: utimensat(fd, NULL, times)", nr: tab.utimensat, args: []uint64{fd, 0, times, 0}, want: same(allow)},
+		sysCall{name: "futimens: utimensat(fd, NULL, NULL)", nr: tab.utimensat, args: []uint64{fd, 0, 0, 0}, want: same(allow)},
+		sysCall{name: "utimensat(AT_FDCWD, NULL)", nr: tab.utimensat, args: []uint64{atFDCWD, 0, times, 0}, want: same(allow)},
+		// Reading metadata is never refused.
+		sysCall{name: "fstat", nr: unix.SYS_FSTAT, args: []uint64{fd, path}, want: same(allow)},
+		sysCall{name: "newfstatat", nr: unix.SYS_NEWFSTATAT, args: []uint64{atFDCWD, path, path, 0}, want: same(allow)},
+		sysCall{name: "statx", nr: unix.SYS_STATX, args: []uint64{atFDCWD, path, 0, 0x7ff, path}, want: same(allow)},
+		sysCall{name: "getxattr", nr: unix.SYS_GETXATTR, args: []uint64{path, path, path, 8}, want: same(allow)},
+		sysCall{name: "fgetxattr", nr: unix.SYS_FGETXATTR, args: []uint64{fd, path, path, 8}, want: same(allow)},
+		sysCall{name: "listxattr", nr: unix.SYS_LISTXATTR, args: []uint64{path, path, 8}, want: same(allow)},
+		sysCall{name: "getxattrat", nr: unix.SYS_GETXATTRAT, args: []uint64{atFDCWD, path, 0, path, path}, want: same(allow)},
+		sysCall{name: "listxattrat", nr: unix.SYS_LISTXATTRAT, args: []uint64{atFDCWD, path, 0, path, 8}, want: same(allow)},
+		sysCall{name: "file_getattr", nr: unix.SYS_FILE_GETATTR, args: []uint64{atFDCWD, path, path, 24, 0}, want: same(allow)},
+	)
+}
+
+// TestVerdicts replays the table of calls against each policy's program,
+// by its Network, and the table of metadata calls, by its Metadata.
 func TestVerdicts(t *testing.T) {
 	tab := native(t)
-	for i, p := range policies {
-		t.Run(p.Network.String(), func(t *testing.T) {
+	for _, p := range policies {
+		t.Run(name(p), func(t *testing.T) {
 			m := vm(t, p)
-			for _, c := range calls(tab) {
+			run := func(c sysCall, want uint32) {
+				t.Helper()
 				arch := c.arch
 				if arch == 0 {
 					arch = tab.audit
@@ -212,11 +279,57 @@ func TestVerdicts(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", c.name, err)
 				}
-				if got != int(c.want[i]) {
-					t.Errorf("%s (nr %d): got %s, want %s", c.name, c.nr, verdict(got), verdict(int(c.want[i])))
+				if got != int(want) {
+					t.Errorf("%s (nr %d): got %s, want %s", c.name, c.nr, verdict(got), verdict(int(want)))
 				}
 			}
+			for _, c := range calls(tab) {
+				run(c, c.want[p.Network])
+			}
+			for _, c := range metadataCalls(tab) {
+				run(c, c.want[p.Metadata])
+			}
 		})
+	}
+}
+
+// TestMetadataChangesNothingElse: every call number, on the native ABI
+// and another, gets the same answer under each Metadata as under
+// MetadataAll, but for the metadata calls themselves.
+func TestMetadataChangesNothingElse(t *testing.T) {
+	tab := native(t)
+	metadata := map[uint32]bool{tab.utimensat: true}
+	for _, c := range tab.deniedMetadata(MetadataNone) {
+		metadata[c.nr] = true
+	}
+	args := [][]uint64{
+		{},
+		{unix.AF_INET, unix.SOCK_STREAM, 0},
+		{unix.CLONE_NEWUSER, unix.TIOCSTI},
+		{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+	}
+	for _, n := range networks {
+		all := vm(t, Policy{Network: n, Metadata: MetadataAll})
+		for _, md := range metadatas[1:] {
+			p := Policy{Network: n, Metadata: md}
+			m := vm(t, p)
+			for _, arch := range []uint32{tab.audit, unix.AUDIT_ARCH_I386} {
+				for nr := uint32(0); nr < 1024; nr++ {
+					if arch == tab.audit && metadata[nr] {
+						continue
+					}
+					for _, a := range args {
+						in := seccompData(arch, nr, a...)
+						want, err1 := all.Run(in)
+						got, err2 := m.Run(in)
+						if err1 != nil || err2 != nil || got != want {
+							t.Errorf("%s: arch %#x nr %d%v: got %s (%v), %s under %s (%v)",
+								name(p), arch, nr, a, verdict(got), err2, verdict(want), MetadataAll, err1)
+						}
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -232,11 +345,11 @@ func TestDeniedWhateverTheArguments(t *testing.T) {
 	}
 	for _, p := range policies {
 		m := vm(t, p)
-		for _, c := range tab.denied {
+		for _, c := range slices.Concat(tab.denied, tab.deniedMetadata(p.Metadata)) {
 			for _, a := range args {
 				got, err := m.Run(seccompData(tab.audit, c.nr, a...))
 				if err != nil || got != int(eperm) {
-					t.Errorf("%v: %s%v: got %s (%v), want ERRNO(EPERM)", p.Network, c.name, a, verdict(got), err)
+					t.Errorf("%s: %s%v: got %s (%v), want ERRNO(EPERM)", name(p), c.name, a, verdict(got), err)
 				}
 			}
 		}
@@ -247,21 +360,32 @@ func TestDeniedWhateverTheArguments(t *testing.T) {
 // number twice, and none of the calls checked by argument denied outright.
 func TestTable(t *testing.T) {
 	tab := native(t)
-	names := Denied()
-	if len(names) != len(tab.denied) || !slices.IsSorted(names) {
-		t.Fatalf("Denied() = %v: want the table's %d names, sorted", names, len(tab.denied))
+	lists := map[string]struct {
+		names []string
+		calls []call
+	}{
+		"Denied()":                     {Denied(), tab.denied},
+		"DeniedMetadata(MetadataAll)":  {DeniedMetadata(MetadataAll), nil},
+		"DeniedMetadata(MetadataByFD)": {DeniedMetadata(MetadataByFD), tab.metadataByPath},
+		"DeniedMetadata(MetadataNone)": {DeniedMetadata(MetadataNone), slices.Concat(tab.metadataByPath, tab.metadataByFD)},
+		"DeniedMetadata(Metadata(7))":  {DeniedMetadata(7), nil},
 	}
-	if len(slices.Compact(slices.Clone(names))) != len(names) {
-		t.Errorf("Denied() names a call twice: %v", names)
+	for f, l := range lists {
+		if len(l.names) != len(l.calls) || !slices.IsSorted(l.names) {
+			t.Errorf("%s = %v: want the table's %d names, sorted", f, l.names, len(l.calls))
+		}
+		if len(slices.Compact(slices.Clone(l.names))) != len(l.names) {
+			t.Errorf("%s names a call twice: %v", f, l.names)
+		}
 	}
 	seen := map[uint32]string{
 		tab.clone: "clone", tab.clone3: "clone3", tab.ioctl: "ioctl",
-		tab.personality: "personality", tab.socket: "socket",
+		tab.personality: "personality", tab.socket: "socket", tab.utimensat: "utimensat",
 	}
-	if len(seen) != 5 {
+	if len(seen) != 6 {
 		t.Errorf("the calls checked by argument share numbers: %v", seen)
 	}
-	for _, c := range tab.denied {
+	for _, c := range slices.Concat(tab.denied, tab.metadataByPath, tab.metadataByFD) {
 		if other, dup := seen[c.nr]; dup {
 			t.Errorf("%s has the number %d of %s", c.name, c.nr, other)
 		}
@@ -271,9 +395,9 @@ func TestTable(t *testing.T) {
 
 // TestStringNamesEveryDenial: the line a grant quotes names each denied
 // call, literally or by a pattern (io_uring_*), so it does not drift
-// from the table.
+// from the table; and it names no metadata call the policy allows.
 func TestStringNamesEveryDenial(t *testing.T) {
-	native(t)
+	tab := native(t)
 	words := regexp.MustCompile(`[a-z0-9_*]+`)
 	seen := map[string]bool{}
 	for _, p := range policies {
@@ -282,20 +406,68 @@ func TestStringNamesEveryDenial(t *testing.T) {
 			t.Errorf("two policies have the same String: %s", s)
 		}
 		seen[s] = true
-		for _, name := range Denied() {
-			if !slices.ContainsFunc(words.FindAllString(s, -1), func(w string) bool {
-				ok, _ := path.Match(w, name)
-				return ok
-			}) {
-				t.Errorf("%v.String() does not name %s: %s", p.Network, name, s)
+		ws := words.FindAllString(s, -1)
+		names := func(call string) bool {
+			return slices.ContainsFunc(ws, func(w string) bool {
+				// CLONE_NEW* leaves a lone "*", which names nothing.
+				ok, _ := path.Match(w, call)
+				return ok && strings.Trim(w, "*") != ""
+			})
+		}
+		refused := slices.Concat(Denied(), DeniedMetadata(p.Metadata))
+		if p.Metadata != MetadataAll {
+			refused = append(refused, "utimensat")
+		}
+		for _, call := range refused {
+			if !names(call) {
+				t.Errorf("%s: String() does not name %s: %s", name(p), call, s)
+			}
+		}
+		for _, c := range slices.Concat(tab.metadataByPath, tab.metadataByFD, []call{{name: "utimensat"}}) {
+			if !slices.Contains(refused, c.name) && names(c.name) {
+				t.Errorf("%s: String() names %s, which the policy allows: %s", name(p), c.name, s)
 			}
 		}
 	}
-	if s := (Policy{Network: 7}).String(); s != "seccomp: invalid network policy Network(7)" {
-		t.Errorf("an unknown network: String() = %q", s)
+	for _, c := range []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{Network: 7}, "seccomp: invalid network policy Network(7)"},
+		{Policy{Metadata: 7}, "seccomp: invalid metadata policy Metadata(7)"},
+		{Policy{Metadata: -1}, "seccomp: invalid metadata policy Metadata(-1)"},
+	} {
+		if s := c.p.String(); s != c.want {
+			t.Errorf("String() = %q, want %q", s, c.want)
+		}
+		if _, err := Program(c.p); err == nil {
+			t.Errorf("Program accepts %q", c.want)
+		}
 	}
-	if _, err := Program(Policy{Network: 7}); err == nil {
-		t.Error("Program accepts an unknown network policy")
+}
+
+// TestProgramSize: the program stays far below the kernel's limit and
+// its jumps within reach (assemble checks each one), and each Metadata
+// adds only its own comparisons and the utimensat block.
+func TestProgramSize(t *testing.T) {
+	tab := native(t)
+	for _, n := range networks {
+		size := map[Metadata]int{}
+		for _, m := range metadatas {
+			prog, err := Program(Policy{Network: n, Metadata: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			size[m] = len(prog)
+			t.Logf("%s/%s: %d instructions", n, m, len(prog))
+		}
+		const utimensat = 1 + 4 // the jump to the block, and the block
+		if got, want := size[MetadataByFD]-size[MetadataAll], len(tab.metadataByPath)+utimensat; got != want {
+			t.Errorf("%s: MetadataByFD adds %d instructions, want %d", n, got, want)
+		}
+		if got, want := size[MetadataNone]-size[MetadataByFD], len(tab.metadataByFD); got != want {
+			t.Errorf("%s: MetadataNone adds %d instructions to MetadataByFD, want %d", n, got, want)
+		}
 	}
 }
 
@@ -312,7 +484,7 @@ func TestMarshal(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(b) != 8*len(prog) {
-			t.Fatalf("%v: %d bytes for %d instructions", p.Network, len(b), len(prog))
+			t.Fatalf("%s: %d bytes for %d instructions", name(p), len(b), len(prog))
 		}
 		var back []bpf.RawInstruction
 		for i := 0; i < len(b); i += 8 {
@@ -324,7 +496,7 @@ func TestMarshal(t *testing.T) {
 			})
 		}
 		if !slices.Equal(back, prog) {
-			t.Errorf("%v: Marshal does not decode to Program", p.Network)
+			t.Errorf("%s: Marshal does not decode to Program", name(p))
 		}
 	}
 }
@@ -353,7 +525,7 @@ func TestMarshalIsTheKernelLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(b, mem) {
-			t.Errorf("%v: Marshal differs from the kernel's struct sock_filter array", p.Network)
+			t.Errorf("%s: Marshal differs from the kernel's struct sock_filter array", name(p))
 		}
 	}
 }

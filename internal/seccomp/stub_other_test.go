@@ -21,4 +21,7 @@ func TestUnsupported(t *testing.T) {
 	if d := Denied(); d != nil {
 		t.Errorf("Denied: %v without a table", d)
 	}
+	if d := DeniedMetadata(MetadataNone); d != nil {
+		t.Errorf("DeniedMetadata: %v without a table", d)
+	}
 }

@@ -64,17 +64,17 @@ type config struct {
 	// every entry of them that is neither a spine directory nor in
 	// Protected gets write access. Protected are workspace-relative
 	// paths that stay read-only.
-	Read      []string    `json:"read"`
-	Proc      bool        `json:"proc"`
-	Devices   []string    `json:"devices"`
-	Write     []string    `json:"write"`
-	Spine     []string    `json:"spine"`
-	Protected []string    `json:"protected"`
-	Network   Network     `json:"network"`
-	Ports     []int       `json:"ports"`
-	Seccomp   int         `json:"seccomp"` // seccomp.Network
-	DropCaps  bool        `json:"drop_caps"`
-	Limits    limits.Self `json:"limits"`
+	Read      []string       `json:"read"`
+	Proc      bool           `json:"proc"`
+	Devices   []string       `json:"devices"`
+	Write     []string       `json:"write"`
+	Spine     []string       `json:"spine"`
+	Protected []string       `json:"protected"`
+	Network   Network        `json:"network"`
+	Ports     []int          `json:"ports"`
+	Seccomp   seccomp.Policy `json:"seccomp"`
+	DropCaps  bool           `json:"drop_caps"`
+	Limits    limits.Self    `json:"limits"`
 }
 
 func readConfig() (*config, error) {
@@ -221,7 +221,7 @@ func confine() int {
 	if err := restrict(cfg); err != nil {
 		return fail(status, 125, "landlock: %v", err)
 	}
-	if err := seccomp.Apply(seccomp.Policy{Network: seccomp.Network(cfg.Seccomp)}); err != nil {
+	if err := seccomp.Apply(cfg.Seccomp); err != nil {
 		return fail(status, 125, "seccomp: %v", err)
 	}
 	path, _ := substrate.LookupEnv(cfg.Env, "PATH")

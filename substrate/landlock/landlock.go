@@ -131,15 +131,20 @@ type Policy struct {
 	Limits     limits.Plan
 }
 
-// Seccomp returns the policy's seccomp filter.
+// Seccomp returns the policy's seccomp filter. It refuses every change of
+// a file's mode, owner and extended attributes, by path and by descriptor
+// (Landlock governs none of them, and a tool may open protected files of
+// the workspace, and system files, read-only): on Landlock a tool cannot
+// chmod at all; futimens stays.
 func (p Policy) Seccomp() seccomp.Policy {
+	sp := seccomp.Policy{Network: seccomp.NetNone, Metadata: seccomp.MetadataNone}
 	switch p.Network {
 	case NetHost:
-		return seccomp.Policy{Network: seccomp.NetHost}
+		sp.Network = seccomp.NetHost
 	case NetTCP:
-		return seccomp.Policy{Network: seccomp.NetTCP}
+		sp.Network = seccomp.NetTCP
 	}
-	return seccomp.Policy{Network: seccomp.NetNone}
+	return sp
 }
 
 // Mechanisms lists what the policy applies, with the ABI in use.
@@ -224,12 +229,12 @@ func mechanismsOf(c capabilities.Capability, set capabilities.Set) ([]substrate.
 		if c == capabilities.HostNet() {
 			return []substrate.Mechanism{MechNetHost}, nil
 		}
-		return []substrate.Mechanism{MechNetNone, MechSeccomp(seccomp.Policy{Network: seccomp.NetNone})}, nil
+		return []substrate.Mechanism{MechNetNone, MechSeccomp(seccomp.Policy{Network: seccomp.NetNone, Metadata: seccomp.MetadataNone})}, nil
 	case capabilities.KindNetConnect:
 		if c.Port() == 0 {
 			return nil, refuse("Landlock filters TCP by port, not by host name, and no filtering proxy runs here", "net.connect:tcp:PORT", "net:host")
 		}
-		return []substrate.Mechanism{MechConnectTCP(c.Port()), MechSeccomp(seccomp.Policy{Network: seccomp.NetTCP})}, nil
+		return []substrate.Mechanism{MechConnectTCP(c.Port()), MechSeccomp(seccomp.Policy{Network: seccomp.NetTCP, Metadata: seccomp.MetadataNone})}, nil
 	case capabilities.KindEnv:
 		return []substrate.Mechanism{MechClearEnv}, nil
 	case capabilities.KindTime:

@@ -118,7 +118,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 
 	cfg := config{
 		Workspace: ws, Argv: s.Command, Env: env, Read: read, Proc: true, Devices: Devices,
-		Write: []string{scratch}, Network: p.Network, Ports: p.Ports, Seccomp: int(p.Seccomp().Network),
+		Write: []string{scratch}, Network: p.Network, Ports: p.Ports, Seccomp: p.Seccomp(),
 		DropCaps: os.Geteuid() == 0 || os.Getuid() == 0,
 	}
 	var prot *harness.Protected
