@@ -18,6 +18,7 @@ import (
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
 // The bubblewrap probes. Each makes a workspace of its own (a git
@@ -88,7 +89,7 @@ func ids(ms ...substrate.Mechanism) []string {
 // git directory in the shape git looks for.
 func probeWorkspace(e *Env) (string, error) {
 	ws := filepath.Join(e.Dir, "ws")
-	for _, d := range []string{".git/objects", ".git/refs/heads", ".git/hooks"} {
+	for _, d := range []string{".git/objects", ".git/refs/heads", ".git/hooks", "src"} {
 		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
 			return "", err
 		}
@@ -107,11 +108,15 @@ func probeWorkspace(e *Env) (string, error) {
 }
 
 // sandboxed runs script with /bin/sh in a sandbox that holds the
-// capabilities caps on ws.
+// capabilities caps on ws: bubblewrap's, or Landlock's for the probes of
+// that substrate.
 func sandboxed(ctx context.Context, e *Env, ws string, caps []string, script string, opt ...func(*bwrap.Spec)) (substrate.Outcome, error) {
 	set, err := capabilities.ParseSet(caps)
 	if err != nil {
 		return substrate.Outcome{}, err
+	}
+	if e.substrate == landlock.Name {
+		return confined(ctx, e, ws, set, script, opt...)
 	}
 	pol, err := bwrap.PolicyOf(set, ws, e.Harness)
 	if err != nil {
@@ -187,14 +192,14 @@ func probeWriteOutside(ctx context.Context, e *Env) (string, bool, error) {
 	if err := os.WriteFile(victim, []byte("host\n"), 0o600); err != nil {
 		return "", false, err
 	}
-	script := fmt.Sprintf(`echo x > %[1]s/new 2>/dev/null && echo new-written; echo x >> %[1]s/victim 2>/dev/null && echo victim-written; echo inside > %[2]s/inside.txt && echo inside-written`, out, ws)
+	script := fmt.Sprintf(`echo x > %[1]s/new 2>/dev/null && echo new-written; echo x >> %[1]s/victim 2>/dev/null && echo victim-written; echo inside > %[2]s/src/inside.txt && echo inside-written`, out, ws)
 	o, err := sandboxed(ctx, e, ws, []string{"fs.read:workspace", "fs.write:workspace"}, script)
 	if err != nil {
 		return "no sandbox: " + err.Error(), false, nil
 	}
 	_, newErr := os.Lstat(filepath.Join(out, "new"))
 	data, _ := os.ReadFile(victim)
-	inside, _ := os.ReadFile(filepath.Join(ws, "inside.txt"))
+	inside, _ := os.ReadFile(filepath.Join(ws, "src", "inside.txt"))
 	var obs []string
 	ok := true
 	if newErr == nil {

@@ -64,9 +64,6 @@ func Degraded(h evidence.Host, sub string) []string {
 		if !h.UserNS && h.UID != 0 {
 			d = append(d, "unprivileged user namespaces are off")
 		}
-		// Said until the seccomp filter of the native substrates lands:
-		// the mount table holds, but system calls are not filtered.
-		d = append(d, "no seccomp filter is applied to native commands")
 	}
 	if h.LandlockABI == 0 && sub == "landlock" {
 		d = append(d, "Landlock is not available")

@@ -47,6 +47,8 @@ type Env struct {
 	Environ []string
 	// Bwrap is the bubblewrap binary ("": looked up in Environ's PATH).
 	Bwrap string
+	// substrate is the probe's substrate: the one sandboxed runs on.
+	substrate string
 }
 
 // Result is what one probe observed.
@@ -194,7 +196,7 @@ func runOne(ctx context.Context, p Probe, cfg Config) Result {
 	defer removeAll(dir)
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	e := &Env{Dir: dir, Harness: cfg.Harness, Environ: cfg.Environ, Bwrap: cfg.Bwrap}
+	e := &Env{Dir: dir, Harness: cfg.Harness, Environ: cfg.Environ, Bwrap: cfg.Bwrap, substrate: p.Substrate}
 	func() {
 		defer func() {
 			if v := recover(); v != nil {

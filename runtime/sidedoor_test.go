@@ -213,12 +213,12 @@ print("held", len(chunks) * 8, "MiB")`
 	})
 }
 
-// mentions reports whether a mechanism of the limits substrate names one
-// of the ways a limit is applied.
+// mentions reports whether a mechanism names one of the ways a limit is
+// applied.
 func mentions(mechs []string, ways ...string) bool {
 	for _, m := range mechs {
 		for _, w := range ways {
-			if strings.HasPrefix(m, "limits: ") && strings.Contains(m, w) {
+			if strings.Contains(m, w) {
 				return true
 			}
 		}

@@ -173,10 +173,15 @@ func (h Host) Plan(s Spec) (Plan, error) {
 	return p, nil
 }
 
-// Mechanisms names what the plan applies, as grants and results quote it;
-// extra is the number of the substrate's own processes counted with the
-// tool's (see [Plan.Start]).
-func (p Plan) Mechanisms(extra int) []substrate.Mechanism {
+// Mechanisms names what the plan applies, as grants and results quote it,
+// as mechanisms of the substrate sub ("bwrap/pids": each substrate puts
+// its run in the limits its own way, and a probe proves each); extra is
+// the number of the substrate's own processes counted with the tool's (see
+// [Plan.Start]).
+func (p Plan) Mechanisms(sub string, extra int) []substrate.Mechanism {
+	mech := func(name, detail string) substrate.Mechanism {
+		return substrate.Mechanism{Substrate: sub, Name: name, Detail: detail}
+	}
 	var m []substrate.Mechanism
 	def := func(d bool) string {
 		if d {
@@ -213,20 +218,16 @@ func cpuSeconds(d time.Duration) uint64 {
 	return max(s, 1)
 }
 
-func mech(name, detail string) substrate.Mechanism {
-	return substrate.Mechanism{Substrate: "limits", Name: name, Detail: detail}
-}
-
 // MechanismsOf returns the mechanisms that hold a run to the limit c
 // (memory:, pids:, cpu:) of set on this host, extra being the substrate's
 // own processes counted with the tool's. The error is an [*Unenforceable].
-func (h Host) MechanismsOf(c capabilities.Capability, set capabilities.Set, extra int) ([]substrate.Mechanism, error) {
+func (h Host) MechanismsOf(c capabilities.Capability, set capabilities.Set, sub string, extra int) ([]substrate.Mechanism, error) {
 	plan, err := h.Plan(SpecOf(set))
 	if err != nil {
 		return nil, err
 	}
 	var out []substrate.Mechanism
-	for _, m := range plan.Mechanisms(extra) {
+	for _, m := range plan.Mechanisms(sub, extra) {
 		if m.Name == string(c.Kind()) {
 			out = append(out, m)
 		}

@@ -177,7 +177,7 @@ const sandboxProcesses = 2
 // enforce in no way is an [*substrate.UnenforceableError] of the
 // substrate name.
 func limitMechanisms(c capabilities.Capability, set capabilities.Set, name string, extra int) ([]substrate.Mechanism, error) {
-	m, err := limits.Detect().MechanismsOf(c, set, extra)
+	m, err := limits.Detect().MechanismsOf(c, set, name, extra)
 	if err != nil {
 		return nil, &substrate.UnenforceableError{Substrate: name, Capability: c, Reason: err.Error(),
 			Instead: []string{"no " + string(c.Kind()) + ": capability (the run then has the default limits only)"}}

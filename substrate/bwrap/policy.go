@@ -237,7 +237,7 @@ func (p Policy) Mechanisms() []substrate.Mechanism {
 		m = append(m, SystemPath)
 	}
 	m = append(m, ClearEnv, Seccomp(p.Seccomp()))
-	return append(m, p.limits.Mechanisms(sandboxProcesses)...)
+	return append(m, p.limits.Mechanisms(Name, sandboxProcesses)...)
 }
 
 // Validate checks the policy without touching the file system.

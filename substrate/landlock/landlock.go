@@ -170,7 +170,7 @@ func (p Policy) Mechanisms(abi int) []substrate.Mechanism {
 		m = append(m, MechNetNone)
 	}
 	m = append(m, MechScope, MechNoNewPrivs, MechNoCaps, MechSubreaper, MechClearEnv, MechSeccomp(p.Seccomp()))
-	return append(m, p.Limits.Mechanisms(helperProcesses)...)
+	return append(m, p.Limits.Mechanisms(Name, helperProcesses)...)
 }
 
 // helperProcesses counts the helpers' processes in the run's limits: none
@@ -244,7 +244,7 @@ func mechanismsOf(c capabilities.Capability, set capabilities.Set) ([]substrate.
 	case capabilities.KindTmp:
 		return nil, refuse("the run's TMPDIR is a directory on the host's file system, which Landlock cannot cap (only bubblewrap mounts a tmpfs of a given size)", "no tmp: capability", "the bwrap substrate")
 	case capabilities.KindMemory, capabilities.KindPids, capabilities.KindCPU:
-		m, err := limits.Detect().MechanismsOf(c, set, helperProcesses)
+		m, err := limits.Detect().MechanismsOf(c, set, Name, helperProcesses)
 		if err != nil {
 			return nil, refuse(err.Error(), "no "+string(c.Kind())+": capability (the run then has the default limits only)")
 		}
