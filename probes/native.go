@@ -29,7 +29,7 @@ func init() {
 			run:        probeSeccomp},
 		Probe{Name: "bwrap/limits", Substrate: bwrap.Name,
 			Mechanisms: []string{mid(bwrap.Name, "pids"), mid(bwrap.Name, "memory")},
-			Expected:   "a fork bomb under pids:16 and a balloon under memory:32MiB end at their limits",
+			Expected:   "a fork bomb under pids:64 and a balloon under memory:32MiB end at their limits",
 			run:        probeLimits},
 		Probe{Name: "landlock/write-outside", Substrate: landlock.Name,
 			Mechanisms: ids(landlock.MechSystem, landlock.MechWriteWorkspace, landlock.MechLandlock(0)),
@@ -69,7 +69,7 @@ func init() {
 			run:        probeSeccomp},
 		Probe{Name: "landlock/limits", Substrate: landlock.Name,
 			Mechanisms: []string{mid(landlock.Name, "pids"), mid(landlock.Name, "memory")},
-			Expected:   "a fork bomb under pids:16 and a balloon under memory:32MiB end at their limits",
+			Expected:   "a fork bomb under pids:64 and a balloon under memory:32MiB end at their limits",
 			run:        probeLimits},
 	)
 }
@@ -164,7 +164,7 @@ func probeLimits(ctx context.Context, e *Env) (string, bool, error) {
 		return "", false, err
 	}
 	caps := []string{"fs.read:workspace", "net:none"}
-	fork, err := sandboxedArgv(ctx, e, ws, append(caps, "pids:16"), []string{bin, forkArg, "200"}, withSelf(bin))
+	fork, err := sandboxedArgv(ctx, e, ws, append(caps, "pids:64"), []string{bin, forkArg, "200"}, withSelf(bin))
 	if err != nil {
 		return "no sandbox: " + err.Error(), false, nil
 	}
@@ -180,12 +180,12 @@ func probeLimits(ctx context.Context, e *Env) (string, bool, error) {
 	}
 	held := strings.Contains(mem.Stdout, "held")
 	switch {
-	case !refused || n >= 16:
-		return fmt.Sprintf("the fork bomb forked %d processes under pids:16 (refused: %v; %s)", n, refused, lastLine(fork.Stderr)), false, nil
+	case !refused || n >= 64:
+		return fmt.Sprintf("the fork bomb forked %d processes under pids:64 (refused: %v; %s)", n, refused, lastLine(fork.Stderr)), false, nil
 	case held || mem.ExitCode == 0:
 		return fmt.Sprintf("the balloon held 256MiB under memory:32MiB (exit %d)", mem.ExitCode), false, nil
 	}
-	return fmt.Sprintf("the fork bomb was refused after %d forks under pids:16; the 256MiB balloon ended under memory:32MiB (%s)", n, mem.String()), true, nil
+	return fmt.Sprintf("the fork bomb was refused after %d forks under pids:64; the 256MiB balloon ended under memory:32MiB (%s)", n, mem.String()), true, nil
 }
 
 func probeConfinement(ctx context.Context, e *Env) (string, bool, error) {

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if secret := os.Getenv("CORDON_TEST_SESSION_KEY"); secret != "" {
 		withSessionKey(secret)
 	}
+	if os.Getenv(envNoUserNS) == "1" {
+		denyNamespaces()
+	}
 	if os.Getenv("CORDON_TEST_AS_CORDON") == "1" {
 		os.Exit(doMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

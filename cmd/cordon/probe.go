@@ -22,7 +22,7 @@ func init() {
 	register(command{name: "probe", summary: "[--substrate S]: prove each mechanism on this host; receipts go to the evidence log", usage: probeUsage, run: runProbe})
 }
 
-const probeUsage = `usage: cordon probe [-w DIR] [--json] [--substrate bwrap|wasm|workspace]...
+const probeUsage = `usage: cordon probe [-w DIR] [--json] [--substrate bwrap|landlock|wasm|workspace]...
   Tries every escape the substrates must stop, for real, in parallel, and
   appends a signed receipt per probe to the workspace's evidence log
   (.foundry/evidence). Exit 0 when every probe passed, 1 when one failed.`

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+func denyNamespaces() {}
+const envNoUserNS = "CORDON_TEST_NO_USERNS"
