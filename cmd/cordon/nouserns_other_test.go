@@ -3,4 +3,5 @@
 package main
 
 func denyNamespaces() {}
+
 const envNoUserNS = "CORDON_TEST_NO_USERNS"
