@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -17,7 +18,9 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
 // buildCordon builds the cordon binary for a benchmark, as README.md
@@ -254,4 +257,88 @@ func BenchmarkStartup(b *testing.B) {
 		b.ReportMetric(float64(median(bin.times["exec"]))/float64(mr), bin.name+"exec/raw-bwrap")
 	}
 	b.ReportMetric(0, "ns/op") // the per-op time mixes every command; the medians above are the figures
+}
+
+// BenchmarkSubstrates runs `true`, interleaved in one loop: bare; through
+// `cordon exec --substrate landlock` and the landlock substrate's
+// runtime.Run in process; through `cordon exec` on bwrap; and as the raw
+// bwrap invocation cordon builds, without and with the seccomp filter
+// (`--seccomp FD`), whose difference is what the filter costs a run.
+func BenchmarkSubstrates(b *testing.B) {
+	needBwrap(b)
+	if err := landlock.Available(); err != nil {
+		b.Skip(err)
+	}
+	cordon := buildCordon(b)
+	h := benchHarness(b)
+	ws := benchWorkspace(b)
+	bin, _ := bwrap.Find(os.Getenv("PATH"))
+	rawArgs, rawEnv, sb := rawBwrap(b, h, ws)
+	defer sb.Close()
+	filter, err := seccomp.Marshal(bwrap.NewPolicy(ws, h).Seccomp())
+	if err != nil {
+		b.Fatal(err)
+	}
+	withFilter := append(append(slices.Clone(rawArgs[:len(rawArgs)-2]), "--seccomp", "3"), rawArgs[len(rawArgs)-2:]...)
+	trueBin, _ := exec.LookPath("true")
+	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := capabilities.MustParseSet("fs.read:workspace", "fs.write:workspace", "net:none", "time:2m", "output:1MiB")
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
+
+	var bare, llCLI, llLib, bwCLI, raw, rawSeccomp []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		bare = append(bare, timeRun(b, exec.Command(trueBin)))
+
+		c := exec.Command(cordon, "exec", "--substrate", "landlock", "--", "true")
+		c.Dir = ws
+		llCLI = append(llCLI, timeRun(b, c))
+
+		start := time.Now()
+		p, err := a.PrepareCommand(context.Background(), admission.Command{Argv: []string{"true"}, Capabilities: set, Substrate: landlock.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := rt.Run(context.Background(), p); err != nil || res.ExitCode != 0 {
+			b.Fatalf("runtime.Run on landlock: %v %v", res, err)
+		}
+		llLib = append(llLib, time.Since(start))
+
+		c = exec.Command(cordon, "exec", "--", "true")
+		c.Dir = ws
+		bwCLI = append(bwCLI, timeRun(b, c))
+
+		r := exec.Command(bin, rawArgs...)
+		r.Env = rawEnv
+		raw = append(raw, timeRun(b, r))
+
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pw.Write(filter)
+		pw.Close()
+		r = exec.Command(bin, withFilter...)
+		r.Env, r.ExtraFiles = rawEnv, []*os.File{pr}
+		rawSeccomp = append(rawSeccomp, timeRun(b, r))
+		pr.Close()
+	}
+	b.StopTimer()
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+	mb, mlc, mll, mbc, mr, mrs := median(bare), median(llCLI), median(llLib), median(bwCLI), median(raw), median(rawSeccomp)
+	b.ReportMetric(us(mb), "bare-µs")
+	b.ReportMetric(us(mlc), "landlock-cordon-µs")
+	b.ReportMetric(us(mll), "landlock-runtime.Run-µs")
+	b.ReportMetric(us(mbc), "bwrap-cordon-µs")
+	b.ReportMetric(us(mr), "raw-bwrap-µs")
+	b.ReportMetric(us(mrs), "raw-bwrap-seccomp-µs")
+	b.ReportMetric(float64(mlc)/float64(mb), "landlock-cordon/bare")
+	b.ReportMetric(float64(mll)/float64(mb), "landlock-runtime.Run/bare")
+	b.ReportMetric(float64(mlc)/float64(mbc), "landlock/bwrap-cordon")
+	b.ReportMetric(us(mrs-mr), "seccomp-added-µs")
+	b.ReportMetric(0, "ns/op")
 }

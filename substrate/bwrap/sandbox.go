@@ -575,10 +575,10 @@ func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, setup(err)
 	}
+	// The options go only once the caller has put bwrap in the run's
+	// limits ([Run]): bwrap forks the sandbox right after reading them,
+	// and a child forked before would be outside the cgroups and rlimits.
 	s.argsW = argsW
-	if s.args != nil {
-		go s.sendArgs()
-	}
 	filter, err := seccompFilter(s.policy.Seccomp())
 	if err != nil {
 		args.Close()
