@@ -52,6 +52,24 @@ func bothModes(t *testing.T, f func(t *testing.T, sandboxed bool)) {
 	}
 }
 
+// everyMode runs f in a subtest for each way a native command runs: on
+// bwrap, on landlock and (host) without a sandbox.
+func everyMode(t *testing.T, f func(t *testing.T, sub string)) {
+	substrates(t, f)
+	t.Run(host.Name, func(t *testing.T) { f(t, host.Name) })
+}
+
+// in returns an option of run for the mode sub of everyMode.
+func in(sub string) func(*Spec) {
+	return func(s *Spec) {
+		if sub == host.Name {
+			s.NoSandbox = true
+		} else {
+			s.Substrate = sub
+		}
+	}
+}
+
 func needProgram(t testing.TB, name string) {
 	t.Helper()
 	_, err := exec.LookPath(name)

@@ -711,7 +711,7 @@ func TestHostSocketsAreUnreachable(t *testing.T) {
 // grandchildren call setsid and double-fork, and checks that the timeout
 // ends all of it and that Run returns promptly.
 func TestTimeoutKillsTheWholeTree(t *testing.T) {
-	bothModes(t, func(t *testing.T, sandboxed bool) {
+	everyMode(t, func(t *testing.T, sub string) {
 		needProgram(t, "setsid")
 		ws := workspace(t, base(t))
 		marker := testenv.MarkedSleep(t, ws)
@@ -725,8 +725,8 @@ while [ "$(grep -l '^%[1]s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -lt 4 ]; 
 echo started
 wait`, marker)
 		start := time.Now()
-		res := run(t, newPolicy(ws), script, func(s *Spec) {
-			s.Timeout, s.Grace, s.NoSandbox = 5*time.Second, 300*time.Millisecond, !sandboxed
+		res := run(t, newPolicy(ws), script, in(sub), func(s *Spec) {
+			s.Timeout, s.Grace = 5*time.Second, 300*time.Millisecond
 			s.Logger = testLogger(t)
 		})
 		elapsed := time.Since(start)
@@ -748,13 +748,12 @@ wait`, marker)
 // TestBackgroundJobsDieWithTheCommand: a command that leaves a background
 // job holding its output returns at once, and the job is gone.
 func TestBackgroundJobsDieWithTheCommand(t *testing.T) {
-	bothModes(t, func(t *testing.T, sandboxed bool) {
+	everyMode(t, func(t *testing.T, sub string) {
 		needProgram(t, "setsid")
 		ws := workspace(t, base(t))
 		marker := testenv.MarkedSleep(t, ws)
 		start := time.Now()
-		res := run(t, newPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker),
-			func(s *Spec) { s.NoSandbox = !sandboxed })
+		res := run(t, newPolicy(ws), fmt.Sprintf(`setsid %[1]s 300 & %[1]s 300 & echo done`, marker), in(sub))
 		if res.ExitCode != 0 || res.Stdout != "done\n" || res.TimedOut {
 			t.Fatalf("result %v %q %q", res, res.Stdout, res.Stderr)
 		}
