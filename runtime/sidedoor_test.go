@@ -209,6 +209,9 @@ print("held", len(chunks) * 8, "MiB")`
 		if !mentions(res.Mechanisms, "memory.limit_in_bytes", "RLIMIT_AS") {
 			t.Errorf("the result names no memory limit: %q", res.Mechanisms)
 		}
+		if mentions(res.Mechanisms, "memory.limit_in_bytes") && !strings.Contains(strings.Join(res.Notes, "\n"), "memory limit (64MiB, cgroup)") {
+			t.Errorf("the result does not say that the run reached its memory limit: %q", res.Notes)
+		}
 		t.Logf("balloon on %s: %v; mechanisms %q", sub, res, res.Mechanisms)
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/capabilities"
 )
 
 const cgroupRoot = "/sys/fs/cgroup"
@@ -411,4 +413,16 @@ func (s Self) Apply() error {
 		}
 	}
 	return nil
+}
+
+// Notes says which limit the run reached, one line each, for its result.
+func (g *Group) Notes() []string {
+	var notes []string
+	if g.MemoryExceeded() {
+		notes = append(notes, fmt.Sprintf("the run reached its memory limit (%s, cgroup): the kernel's OOM killer ended a process of it", capabilities.FormatSize(g.plan.Spec.Memory)))
+	}
+	if g.PidsExceeded() {
+		notes = append(notes, fmt.Sprintf("the run reached its process limit (%d, cgroup): a fork failed", g.plan.Spec.Pids))
+	}
+	return notes
 }

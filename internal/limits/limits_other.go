@@ -45,3 +45,6 @@ func (s Self) Join() error { return errNotLinux }
 
 // Apply fails outside Linux.
 func (s Self) Apply() error { return errNotLinux }
+
+// Notes is empty outside Linux.
+func (g *Group) Notes() []string { return nil }

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/substrate"
@@ -197,7 +196,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	if p := sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
-	o.Notes = append(o.Notes, limitNotes(grp, s.Policy.limits)...)
+	o.Notes = append(o.Notes, grp.Notes()...)
 	ran := sb.ran()
 	switch {
 	case ran:
@@ -306,16 +305,4 @@ func (s *Sandbox) failure(ctx context.Context, stderr string) error {
 		msg = "bwrap exited before the command started"
 	}
 	return &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, detail: msg}
-}
-
-// limitNotes says which limit of the plan the run reached, one line each.
-func limitNotes(g *limits.Group, p limits.Plan) []string {
-	var notes []string
-	if g.MemoryExceeded() {
-		notes = append(notes, fmt.Sprintf("the run reached its memory limit (%s, cgroup): the kernel's OOM killer ended a process of it", capabilities.FormatSize(p.Spec.Memory)))
-	}
-	if g.PidsExceeded() {
-		notes = append(notes, fmt.Sprintf("the run reached its process limit (%d, cgroup): a fork failed", p.Spec.Pids))
-	}
-	return notes
 }

@@ -19,9 +19,7 @@ import (
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
-	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
-	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/refusal"
@@ -198,7 +196,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	if prot != nil {
 		o.Notes = prot.QuarantineNotes()
 	}
-	o.Notes = append(o.Notes, limitNotes(grp, p.Limits)...)
+	o.Notes = append(o.Notes, grp.Notes()...)
 	return o, mechs, nil
 }
 
@@ -231,18 +229,6 @@ func spineOf(prot *harness.Protected) (spine, protected []string) {
 	}
 	slices.Sort(spine)
 	return spine, protected
-}
-
-// limitNotes says which limit of the plan the run reached.
-func limitNotes(g *limits.Group, p limits.Plan) []string {
-	var notes []string
-	if g.MemoryExceeded() {
-		notes = append(notes, fmt.Sprintf("the run reached its memory limit (%s, cgroup): the kernel's OOM killer ended a process of it", capabilities.FormatSize(p.Spec.Memory)))
-	}
-	if g.PidsExceeded() {
-		notes = append(notes, fmt.Sprintf("the run reached its process limit (%d, cgroup): a fork failed", p.Spec.Pids))
-	}
-	return notes
 }
 
 // within reports whether p is dir or inside it.
