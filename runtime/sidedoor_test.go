@@ -245,3 +245,68 @@ func TestHostInterfacesHidden(t *testing.T) {
 		t.Fatalf("the host lists no interface: the test cannot tell")
 	}
 }
+
+// TestHoppersDieAtTheDeadline runs chains of processes that fork, let the
+// parent exit and call setsid, over and over, so that at any moment each
+// chain is one new process whose parent is gone: the deadline must end
+// every one of them, on each substrate, before the run returns.
+func TestHoppersDieAtTheDeadline(t *testing.T) {
+	needProgram(t, "python3")
+	everyMode(t, func(t *testing.T, sub string) {
+		if sub == "host" {
+			t.Skip("without a sandbox a process that leaves the group and loses its parent can outlive the run (documented)")
+		}
+		ws := workspace(t, base(t))
+		marker := fmt.Sprintf("cordon-hopper-%d-%d", os.Getpid(), time.Now().UnixNano())
+		hopper := `import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+for i in range(16):
+    if os.fork() == 0:
+        end = time.time() + 8
+        while time.time() < end:
+            try:
+                if os.fork() > 0:
+                    os._exit(0)
+                os.setsid()
+            except OSError:
+                pass
+        os._exit(0)
+print("hopping", flush=True)
+time.sleep(60)`
+		res := run(t, newPolicy(ws), "exec python3 -c '"+hopper+"' "+marker, in(sub), func(s *Spec) {
+			s.Timeout, s.Grace = time.Second, 200*time.Millisecond
+		})
+		if res.Duration > 5*time.Second {
+			t.Errorf("the run took %v after a 1s deadline: %q", res.Duration, res.Stderr)
+		}
+		if !res.TimedOut || !strings.Contains(res.Stdout, "hopping") {
+			t.Fatalf("the hoppers did not run to the deadline: %v %q %q", res, res.Stdout, res.Stderr)
+		}
+		for _, wait := range []time.Duration{0, 500 * time.Millisecond} {
+			time.Sleep(wait)
+			if left := processesNaming(marker); len(left) > 0 {
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL) // ours: the marker is this test's
+				}
+				t.Fatalf("%d hoppers outlived the run on %s (%v after it)", len(left), sub, wait)
+			}
+		}
+	})
+}
+
+// processesNaming returns the processes whose command line holds word.
+func processesNaming(word string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(cmdline), word) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -60,6 +60,11 @@ type Spec struct {
 	// kills the sandbox at once. SIGTERM then goes to the root's
 	// descendants only, so that the command gets its grace period.
 	Supervised bool
+	// Reaper: the root reaps and kills its own tree (the landlock
+	// supervisor): at the kill step it gets SIGUSR1, not SIGKILL, and
+	// kills the rest itself; SIGKILL reaches it only if it has not exited
+	// after a while. SIGTERM goes to the tree as usual.
+	Reaper bool
 	// FreshKeyring: the thread that forks the root joins a new, empty
 	// session keyring first, so the caller's keys stay out.
 	FreshKeyring bool
@@ -280,8 +285,19 @@ func (t *Tree) terminate(grace time.Duration) string {
 	select {
 	case <-t.exited:
 	case <-time.After(grace):
-		fds = append(fds, signalTree(pid, t.spec.Supervised, syscall.SIGKILL)...)
 		sig = "SIGKILL"
+		if t.spec.Reaper {
+			// The root is not reaped before Wait: its PID is still its own.
+			syscall.Kill(pid, syscall.SIGUSR1)
+			select {
+			case <-t.exited:
+				break
+			case <-time.After(reapWait):
+				fds = append(fds, signalTree(pid, false, syscall.SIGKILL)...)
+			}
+			break
+		}
+		fds = append(fds, signalTree(pid, t.spec.Supervised, syscall.SIGKILL)...)
 	}
 	// A supervisor can be gone before its namespace's init has finished
 	// killing the namespace: the run ends when every process it signalled

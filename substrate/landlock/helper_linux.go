@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -45,6 +44,7 @@ func init() {
 	}
 	switch os.Args[0] {
 	case supervisorArg0:
+		goruntime.LockOSThread() // never unlocked: the scope domain is this thread's, and it forks and kills
 		os.Exit(supervise())
 	case confinerArg0:
 		goruntime.LockOSThread() // never unlocked: the restrictions are this thread's, and it execs
@@ -99,8 +99,15 @@ func fail(status io.Writer, code int, format string, args ...any) int {
 }
 
 // supervise is the first helper: the child subreaper of the run. It
-// starts the confiner with the configuration, reports whether the tool
-// started, waits for it, kills what it left, and exits as it did.
+// enters a Landlock domain of its own that only scopes signals (D0), so
+// that the tool, confined in a domain nested in it, can neither signal it
+// nor escape it: kill(-1) from D0 reaches exactly the processes of D0 and
+// of the domains nested in it — the run's, whatever their parent,
+// session or group — and nothing else of the user's. It starts the
+// confiner with the configuration, reports whether the tool started, reaps
+// every child (orphans of the tool become its children), and when the tool
+// has ended — or cordon says the deadline has come (SIGUSR1) — kills the
+// whole domain until no process of it is left, then exits as the tool did.
 func supervise() int {
 	status := os.NewFile(statusFD, "status")
 	cfg, err := readConfig()
@@ -110,9 +117,15 @@ func supervise() int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fail(status, 125, "supervisor: cannot become the child subreaper: %v", err)
 	}
-	// TERM and INT end the tool (cordon sends them to the whole group),
-	// not the supervisor, which must outlive the tool's tree.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err := scopeSelf(); err != nil {
+		return fail(status, 125, "supervisor: %v", err)
+	}
+	// TERM, INT and HUP end the tool (cordon sends them to the whole
+	// group), not the supervisor, which must outlive the tool's tree;
+	// USR1 is cordon's word that the grace period is over. Everything
+	// that forks or kills happens on this goroutine, on this thread.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCHLD)
 	data, _ := json.Marshal(cfg)
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
@@ -122,12 +135,11 @@ func supervise() int {
 	if err != nil {
 		return fail(status, 125, "supervisor: %v", err)
 	}
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: []string{confinerArg0}, Dir: cfg.Workspace, Env: []string{},
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		ExtraFiles: []*os.File{cfgR, errW},
-	}
-	if err := cmd.Start(); err != nil {
+	confiner, err := os.StartProcess("/proc/self/exe", []string{confinerArg0}, &os.ProcAttr{
+		Dir: cfg.Workspace, Env: []string{},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, cfgR, errW},
+	})
+	if err != nil {
 		return fail(status, 125, "supervisor: cannot start the confiner: %v", err)
 	}
 	cfgR.Close()
@@ -142,59 +154,86 @@ func supervise() int {
 		status.Write([]byte("started\n"))
 	}
 	status.Close()
-	err = cmd.Wait()
-	reapAll()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
+	code := 125
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil: // ECHILD: nothing left
+			return code
+		case pid == confiner.Pid:
+			if ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			} else {
+				code = ws.ExitStatus()
+			}
+			// The tool is done: what it left dies with it.
+			killDomain(true)
+			continue
+		case pid > 0:
+			continue // an orphan of the tool, reaped
 		}
-		return exit.ExitCode()
+		// Children left, none ended: wait for the next one to end, or for
+		// cordon's word.
+		if sig := <-sigs; sig == syscall.SIGUSR1 {
+			killDomain(false)
+		}
 	}
-	return 125
 }
 
-// reapAll kills every process left below the supervisor (orphans of the
-// tool are its children) and reaps them, until none is left.
-func reapAll() {
-	for range 1000 { // bounded; each round kills every child
-		kids := children()
-		if len(kids) == 0 {
-			for {
-				var ws unix.WaitStatus
-				if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); pid <= 0 || err != nil {
-					return
-				}
-			}
+// scopeSelf puts this thread in a Landlock domain that restricts nothing
+// but signals and abstract unix sockets, and checks that it holds: a
+// signal to the parent (cordon, outside) must fail. The thread is the
+// process's main one, so that a signal to the process is one to the
+// domain's member; its other threads belong to no domain, which is
+// outside the tool's too.
+func scopeSelf() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("cannot set no_new_privs: %v", err)
+	}
+	attr := ll.RulesetAttr{Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
+	rs, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return fmt.Errorf("cannot create the scope domain: %v", err)
+	}
+	defer unix.Close(rs)
+	if err := ll.LandlockRestrictSelf(rs, 0); err != nil {
+		return fmt.Errorf("cannot enter the scope domain: %v", err)
+	}
+	if err := unix.Kill(os.Getppid(), 0); !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("the scope domain does not hold: a signal to cordon (process %d) answered %v", os.Getppid(), err)
+	}
+	return nil
+}
+
+// killDomain sends SIGKILL, from the scoped thread, to every process of
+// the supervisor's domain and of the domains nested in it (kill(-1) from
+// there reaches nothing else): every process of the run, which are all the
+// supervisor's descendants. A killed process cannot fork. With reap, it
+// reaps them (orphans become the supervisor's children) until the
+// supervisor has no child left, which is when the run's last process is
+// gone; without, it kills once and leaves the reaping to the main loop.
+// Bounded: about 10 s.
+func killDomain(reap bool) {
+	for range 10000 {
+		unix.Kill(-1, unix.SIGKILL)
+		if !reap {
+			return
 		}
-		for _, pid := range kids {
-			unix.Kill(pid, unix.SIGKILL)
-		}
-		for range kids {
+		for {
 			var ws unix.WaitStatus
-			if _, err := unix.Wait4(-1, &ws, 0, nil); errors.Is(err, unix.ECHILD) {
-				break
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if errors.Is(err, unix.ECHILD) {
+				return
+			}
+			if pid <= 0 || err != nil {
+				break // children left, none ended yet
 			}
 		}
+		time.Sleep(time.Millisecond)
 	}
-}
-
-// children lists the supervisor's children, from /proc.
-func children() []int {
-	var out []int
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, t := range tasks {
-		data, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(data)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
 
 // confine is the second helper: it applies the restrictions to itself and

@@ -168,7 +168,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	s.Logger.Debug("run under landlock", "command", s.Command, "workspace", ws, "access", p.Access, "network", p.Network)
-	t, err := proc.Start(proc.Spec{Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace, FreshKeyring: true, Logger: s.Logger})
+	t, err := proc.Start(proc.Spec{Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace, Reaper: true, FreshKeyring: true, Logger: s.Logger})
 	cfgR.Close()
 	statusW.Close()
 	if err != nil {
