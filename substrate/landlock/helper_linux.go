@@ -73,7 +73,6 @@ type config struct {
 	Network   Network        `json:"network"`
 	Ports     []int          `json:"ports"`
 	Seccomp   seccomp.Policy `json:"seccomp"`
-	DropCaps  bool           `json:"drop_caps"`
 	Limits    limits.Self    `json:"limits"`
 }
 
@@ -249,10 +248,8 @@ func confine() int {
 	if err := cfg.Limits.Join(); err != nil {
 		return fail(status, 125, "%v", err)
 	}
-	if cfg.DropCaps {
-		if err := dropCapabilities(); err != nil {
-			return fail(status, 125, "cannot drop capabilities: %v", err)
-		}
+	if err := dropCapabilities(); err != nil {
+		return fail(status, 125, "cannot drop capabilities: %v", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(status, 125, "cannot set no_new_privs: %v", err)
@@ -286,34 +283,52 @@ func confine() int {
 	return fail(status, 125, "cannot execute %s: %v", prog, err)
 }
 
-// dropCapabilities empties the bounding, ambient and inheritable sets and
-// locks SECBIT_NOROOT, so that root gains no capability when it executes
-// the tool (the permitted and effective sets are recomputed from them).
+// dropCapabilities empties the ambient, inheritable, permitted and
+// effective sets — of any caller, not only root: a user may hold ambient
+// capabilities — and, where this process may (CAP_SETPCAP, as root),
+// the bounding set, locking SECBIT_NOROOT so that root gains nothing when
+// it executes the tool. It then checks that no capability is left.
 func dropCapabilities() error {
-	for c := 0; c <= lastCap(); c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("PR_CAPBSET_DROP %d: %w", c, err)
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	const capSetpcap = 8
+	privileged := data[0].Effective&(1<<capSetpcap) != 0
+	if privileged {
+		for c := 0; c <= lastCap(); c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("PR_CAPBSET_DROP %d: %w", c, err)
+			}
+		}
+		// <linux/securebits.h>: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (locked
+		// only) and NO_CAP_AMBIENT_RAISE, each with its lock.
+		const (
+			noRoot, noRootLocked            = 1 << 0, 1 << 1
+			noSetuidFixup, noSetuidLocked   = 1 << 2, 1 << 3
+			keepCapsLocked                  = 1 << 5
+			noAmbientRaise, noAmbientLocked = 1 << 6, 1 << 7
+		)
+		const bits = noRoot | noRootLocked | noSetuidFixup | noSetuidLocked | keepCapsLocked | noAmbientRaise | noAmbientLocked
+		if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
+			return fmt.Errorf("PR_SET_SECUREBITS: %w", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
 	}
-	// <linux/securebits.h>: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (locked
-	// only) and NO_CAP_AMBIENT_RAISE, each with its lock.
-	const (
-		noRoot, noRootLocked            = 1 << 0, 1 << 1
-		noSetuidFixup, noSetuidLocked   = 1 << 2, 1 << 3
-		keepCapsLocked                  = 1 << 5
-		noAmbientRaise, noAmbientLocked = 1 << 6, 1 << 7
-	)
-	const bits = noRoot | noRootLocked | noSetuidFixup | noSetuidLocked | keepCapsLocked | noAmbientRaise | noAmbientLocked
-	if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
-		return fmt.Errorf("PR_SET_SECUREBITS: %w", err)
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData // everything zero: no capability at all
+	data = [2]unix.CapUserData{} // everything zero: no capability at all
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	for _, d := range data {
+		if d.Effective|d.Permitted|d.Inheritable != 0 {
+			return fmt.Errorf("capabilities remain: %+v", data)
+		}
 	}
 	return nil
 }

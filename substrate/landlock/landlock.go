@@ -90,7 +90,7 @@ func mech(name, detail string) substrate.Mechanism {
 
 // The mechanisms of a Landlock run, as grants quote them.
 var (
-	MechSystem         = mech("ro-system", "read and execute "+strings.Join(SystemDirs, " ")+", read /proc, read and write "+strings.Join(Devices, " ")+"; nothing else of the host (EACCES)")
+	MechSystem         = mech("ro-system", "read and execute "+strings.Join(SystemDirs, " ")+", read /proc (the host's processes are listed, their command lines readable; their environment, memory and descriptors are not), read and write "+strings.Join(Devices, " ")+"; nothing else of the host (EACCES)")
 	MechHideWorkspace  = mech("hide-workspace", "no rule for the workspace (EACCES)")
 	MechReadWorkspace  = mech("ro-workspace", "read and execute <ws>")
 	MechWriteWorkspace = mech("write-workspace", "read and execute <ws>; every directory on the way to a protected path (harness state, write-later paths, git's) gets no write access, every other entry of them all access: nothing can be created, removed or renamed at the top level")
@@ -99,7 +99,7 @@ var (
 	MechNetHost        = mech("net-host", "no network rule: the host's network is open")
 	MechScope          = mech("scope", "signals and abstract unix sockets scoped to the run's domain")
 	MechNoNewPrivs     = mech("no-new-privs", "PR_SET_NO_NEW_PRIVS: setuid programs and file capabilities grant nothing")
-	MechNoCaps         = mech("no-capabilities", "bounding, inheritable and ambient capability sets emptied and SECBIT_NOROOT locked: not even root holds a capability")
+	MechNoCaps         = mech("no-capabilities", "ambient, inheritable, permitted and effective sets emptied and checked, whoever the caller is; as root also the bounding set, SECBIT_NOROOT locked: not even root holds a capability")
 	MechSubreaper      = mech("subreaper", "a supervisor outside the tool's domain is the child subreaper of its tree: what is left when the tool ends, or at the deadline, is killed")
 	MechClearEnv       = mech("clearenv", "environment: PATH, HOME, TMPDIR, LANG, TERM and granted names only")
 )

@@ -85,8 +85,8 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	}
 	// Landlock only adds access: cordon's own state must lie outside
 	// everything the tool may read.
-	for _, dir := range []string{h.StateDir(), h.CacheDir()} {
-		for _, r := range read {
+	for _, dir := range resolved(h.StateDir(), h.CacheDir()) {
+		for _, r := range resolved(read...) {
 			if within(dir, r) {
 				return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable,
 					"landlock: cordon's trusted state %s is inside %s, which the tool may read; move it (harness configuration) or use the bwrap substrate", dir, r)
@@ -112,12 +112,11 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	if p.Access != AccessNone && !p.SystemPath {
 		lead = []string{filepath.Join(ws, ".local", "bin")}
 	}
-	env := append(substrate.Environment(s.Environ, lead, p.SystemPath, home, p.Env), "TMPDIR="+tmp)
+	env := append(reachablePath(substrate.Environment(s.Environ, lead, p.SystemPath, home, p.Env), read), "TMPDIR="+tmp)
 
 	cfg := config{
 		Workspace: ws, Argv: s.Command, Env: env, Read: read, Proc: true, Devices: Devices,
 		Write: []string{scratch}, Network: p.Network, Ports: p.Ports, Seccomp: p.Seccomp(),
-		DropCaps: os.Geteuid() == 0 || os.Getuid() == 0,
 	}
 	var prot *harness.Protected
 	if p.Access == AccessWrite {
@@ -229,6 +228,42 @@ func spineOf(prot *harness.Protected) (spine, protected []string) {
 	}
 	slices.Sort(spine)
 	return spine, protected
+}
+
+// resolved returns each path as given and, where it differs, with its
+// symlinks resolved: a directory is inside another if either form is.
+func resolved(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		out = append(out, p)
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// reachablePath drops from env's PATH the directories the tool cannot
+// read: a program found there (a shim under the caller's home) could
+// only fail with "permission denied", hiding the system's.
+func reachablePath(env []string, read []string) []string {
+	for i, kv := range env {
+		v, ok := strings.CutPrefix(kv, "PATH=")
+		if !ok {
+			continue
+		}
+		var keep []string
+		for _, d := range filepath.SplitList(v) {
+			for _, r := range read {
+				if filepath.IsAbs(d) && within(filepath.Clean(d), r) {
+					keep = append(keep, d)
+					break
+				}
+			}
+		}
+		env[i] = "PATH=" + strings.Join(keep, ":")
+	}
+	return env
 }
 
 // within reports whether p is dir or inside it.
