@@ -46,6 +46,7 @@ report("packet", sock(17, socket.SOCK_RAW, 0))
 report("unix", sock(socket.AF_UNIX))
 report("inet", sock(socket.AF_INET))
 report("inet-udp", sock(socket.AF_INET, socket.SOCK_DGRAM))
+report("socketpair-dgram", lambda: [x.close() for x in socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)])
 report("keyctl", lambda: libc.syscall(250, 0, 0, 0, 0, 0))
 report("add_key", lambda: libc.syscall(248, b"user", b"k", b"v", 1, -2))
 report("userfaultfd", lambda: libc.syscall(323, 0))
@@ -80,7 +81,7 @@ func TestSideDoorsAreShut(t *testing.T) {
 				got[name] = code
 			}
 		}
-		doors := []string{"io_uring", "bpf", "vsock", "vsock-dgram", "netlink", "packet", "unix", "inet", "inet-udp",
+		doors := []string{"io_uring", "bpf", "vsock", "vsock-dgram", "netlink", "packet", "unix", "inet", "inet-udp", "socketpair-dgram",
 			"keyctl", "add_key", "userfaultfd", "perf_event_open", "unshare-user", "mount", "tiocsti", "tiocsti-high",
 			"ptrace-sibling", "process_vm_readv"}
 		if len(got) != len(doors) {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +31,11 @@ const helperEnv = "CORDON_SECCOMP_HELPER"
 // resultPrefix marks the helper's result lines in its output.
 const resultPrefix = "seccomp-check "
 
+// listenerEnv gives the helper the address of a TCP listener the parent
+// opened on 127.0.0.1 ("127.0.0.1:40123"), which the MSG_FASTOPEN sends
+// try to reach.
+const listenerEnv = "CORDON_SECCOMP_LISTENER"
+
 // check is one thing the helper tries: it returns nil when the call
 // worked.
 type check struct {
@@ -37,8 +44,11 @@ type check struct {
 }
 
 // checks are tried in the helper, in this order. None of them reaches
-// the network, the metadata checks change only the files [metadataDir]
-// put in the helper's working directory, and each is harmless without
+// the network but the MSG_FASTOPEN sends, which reach only the parent's
+// listener on 127.0.0.1 (listenerEnv) and the listen check, which listens
+// for no longer than a close; the metadata checks change only the files
+// [metadataDir] put in the helper's working directory; and each is
+// harmless without
 // the filter too (the control run), where most fail differently —
 // ENOTTY, ESRCH, EINVAL — or work, which shows that the EPERM under the
 // filter is the filter's.
@@ -81,14 +91,25 @@ func checks() []check {
 		{"socket(AF_INET, SOCK_STREAM|SOCK_CLOEXEC, IPPROTO_TCP)", sock(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)},
 		{"socket(AF_INET, SOCK_DGRAM, 0)", sock(unix.AF_INET, unix.SOCK_DGRAM, 0)},
 		{"socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)", sock(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP)},
-		{"socketpair(AF_UNIX, SOCK_STREAM, 0)", func() error {
-			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			if err == nil {
-				unix.Close(fds[0])
-				unix.Close(fds[1])
+		{"socketpair(AF_UNIX, SOCK_STREAM, 0)", pair(unix.SOCK_STREAM | unix.SOCK_CLOEXEC)},
+		{"socketpair(AF_UNIX, SOCK_SEQPACKET, 0)", pair(unix.SOCK_SEQPACKET | unix.SOCK_CLOEXEC)},
+		{"socketpair(AF_UNIX, SOCK_DGRAM, 0)", pair(unix.SOCK_DGRAM | unix.SOCK_CLOEXEC)},
+		{"listen(unbound AF_INET SOCK_STREAM socket)", withTCPSocket(func(fd int) error { return unix.Listen(fd, 1) })},
+		{"sendto(MSG_FASTOPEN) to the parent's listener", withTCPSocket(func(fd int) error {
+			to, err := listenerAddr()
+			if err != nil {
+				return err
 			}
+			return unix.Sendto(fd, []byte("x"), unix.MSG_FASTOPEN, to)
+		})},
+		{"sendmsg(MSG_FASTOPEN) to the parent's listener", withTCPSocket(func(fd int) error {
+			to, err := listenerAddr()
+			if err != nil {
+				return err
+			}
+			_, err = unix.SendmsgN(fd, []byte("x"), nil, to, unix.MSG_FASTOPEN)
 			return err
-		}},
+		})},
 		{"ioctl(pipe, TIOCSTI)", ioctl(unix.TIOCSTI)},
 		{"ioctl(pipe, TIOCSTI|1<<32)", ioctl(1<<32 | unix.TIOCSTI)},
 		{"ioctl(pipe, TIOCINQ)", ioctl(unix.TIOCINQ)},
@@ -139,6 +160,68 @@ func checks() []check {
 		// An O_PATH descriptor, which Landlock lets a tool open on any
 		// file, is no descriptor to futimens: the kernel's EBADF.
 		{"futimens: utimensat(O_PATH fd of by-path, NULL, NULL)", withFD(byPathFile, unix.O_PATH, futimens)},
+	}
+}
+
+// pair makes a unix socket pair of type typ and closes it.
+func pair(typ int) func() error {
+	return func() error {
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ, 0)
+		if err == nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		return err
+	}
+}
+
+// withTCPSocket runs try on a new AF_INET SOCK_STREAM socket. When the
+// filter refuses the socket itself (NetNone), the error says so, so that
+// it is not taken for try's refusal.
+func withTCPSocket(try func(fd int) error) func() error {
+	return func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socket: %s", outcome(err))
+		}
+		defer unix.Close(fd)
+		return try(fd)
+	}
+}
+
+// listenerAddr is the address listenerEnv names.
+func listenerAddr() (*unix.SockaddrInet4, error) {
+	ap, err := netip.ParseAddrPort(os.Getenv(listenerEnv))
+	if err != nil || !ap.Addr().Is4() {
+		return nil, fmt.Errorf("%s=%q: not an IPv4 address and port", listenerEnv, os.Getenv(listenerEnv))
+	}
+	return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}, nil
+}
+
+// loopbackListener listens on a free port of 127.0.0.1 until the test
+// ends, accepting nothing, and returns its address and a function that
+// takes the connections waiting in its queue and counts them.
+func loopbackListener(t *testing.T) (string, func() int) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), func() int {
+		// A connection the helper made is queued by the time it has
+		// exited: the kernel completes the handshake without Accept.
+		n := 0
+		for n < 100 {
+			ln.SetDeadline(time.Now().Add(100 * time.Millisecond))
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			c.Close()
+			n++
+		}
+		return n
 	}
 }
 
@@ -301,11 +384,12 @@ func TestHelperProcess(t *testing.T) {
 }
 
 // runHelper re-executes the test binary as the helper in mode, in dir,
-// and returns its outcomes by check name.
-func runHelper(t *testing.T, mode, dir string) map[string]string {
+// with the TCP listener at listener, and returns its outcomes by check
+// name.
+func runHelper(t *testing.T, mode, dir, listener string) map[string]string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, listenerEnv+"="+listener)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -333,34 +417,41 @@ func runHelper(t *testing.T, mode, dir string) map[string]string {
 func TestKernel(t *testing.T) {
 	native(t)
 	everyPolicy := map[string]string{
-		"io_uring_setup":                      "EPERM",
-		"socket(AF_VSOCK, SOCK_STREAM, 0)":    "EPERM",
-		"socket(AF_NETLINK, SOCK_RAW, 0)":     "EPERM",
-		"socket(AF_UNIX, SOCK_STREAM, 0)":     "EPERM",
-		"ioctl(pipe, TIOCSTI)":                "EPERM",
-		"ioctl(pipe, TIOCSTI|1<<32)":          "EPERM",
-		"ioctl(pipe, TIOCINQ)":                "ok",
-		"unshare(CLONE_NEWUSER)":              "EPERM",
-		"clone(CLONE_NEWUSER) of /bin/true":   "EPERM",
-		"clone3(NULL, 0)":                     "ENOSYS",
-		"ptrace(PTRACE_CONT, parent)":         "EPERM",
-		"personality(query)":                  "ok",
-		"personality(ADDR_NO_RANDOMIZE)":      "EPERM",
-		"socketpair(AF_UNIX, SOCK_STREAM, 0)": "ok",
-		"getpid":                              "ok",
-		"exec /bin/true":                      "ok",
-		"every thread filtered, no_new_privs": "ok",
+		"io_uring_setup":                         "EPERM",
+		"socket(AF_VSOCK, SOCK_STREAM, 0)":       "EPERM",
+		"socket(AF_NETLINK, SOCK_RAW, 0)":        "EPERM",
+		"socket(AF_UNIX, SOCK_STREAM, 0)":        "EPERM",
+		"ioctl(pipe, TIOCSTI)":                   "EPERM",
+		"ioctl(pipe, TIOCSTI|1<<32)":             "EPERM",
+		"ioctl(pipe, TIOCINQ)":                   "ok",
+		"unshare(CLONE_NEWUSER)":                 "EPERM",
+		"clone(CLONE_NEWUSER) of /bin/true":      "EPERM",
+		"clone3(NULL, 0)":                        "ENOSYS",
+		"ptrace(PTRACE_CONT, parent)":            "EPERM",
+		"personality(query)":                     "ok",
+		"personality(ADDR_NO_RANDOMIZE)":         "EPERM",
+		"socketpair(AF_UNIX, SOCK_STREAM, 0)":    "ok",
+		"socketpair(AF_UNIX, SOCK_SEQPACKET, 0)": "ok",
+		"socketpair(AF_UNIX, SOCK_DGRAM, 0)":     "EPERM",
+		"getpid":                                 "ok",
+		"exec /bin/true":                         "ok",
+		"every thread filtered, no_new_privs":    "ok",
 	}
 	const (
 		stream    = "socket(AF_INET, SOCK_STREAM, 0)"
 		streamTCP = "socket(AF_INET, SOCK_STREAM|SOCK_CLOEXEC, IPPROTO_TCP)"
 		dgram     = "socket(AF_INET, SOCK_DGRAM, 0)"
 		mptcp     = "socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)"
+		listen    = "listen(unbound AF_INET SOCK_STREAM socket)"
+		sendto    = "sendto(MSG_FASTOPEN) to the parent's listener"
+		sendmsg   = "sendmsg(MSG_FASTOPEN) to the parent's listener"
+		noSocket  = "socket: EPERM"
 	)
+	// "" is what the check answers without the filter.
 	byNetwork := map[Network]map[string]string{
-		NetNone: {stream: "EPERM", streamTCP: "EPERM", dgram: "EPERM", mptcp: "EPERM"},
-		NetTCP:  {stream: "ok", streamTCP: "ok", dgram: "EPERM", mptcp: "EPERM"},
-		NetHost: {stream: "ok", streamTCP: "ok", dgram: "ok"},
+		NetNone: {stream: "EPERM", streamTCP: "EPERM", dgram: "EPERM", mptcp: "EPERM", listen: noSocket, sendto: noSocket, sendmsg: noSocket},
+		NetTCP:  {stream: "ok", streamTCP: "ok", dgram: "EPERM", mptcp: "EPERM", listen: "EPERM", sendto: "EPERM", sendmsg: "EPERM"},
+		NetHost: {stream: "ok", streamTCP: "ok", dgram: "ok", listen: "ok", sendto: "", sendmsg: ""},
 	}
 	// The metadata checks under MetadataAll, MetadataByFD and
 	// MetadataNone; "" is what they answer without the filter.
@@ -374,21 +465,30 @@ func TestKernel(t *testing.T) {
 		"futimens: utimensat(O_PATH fd of by-path, NULL, NULL)":  {"", "EBADF", "EBADF"},
 	}
 
-	control := runHelper(t, "control", metadataDir(t))
+	listener, connections := loopbackListener(t)
+	control := runHelper(t, "control", metadataDir(t), listener)
 	t.Logf("without the filter: %v", control)
+	// Without the filter the sends connect, or this kernel's TCP Fast Open
+	// client is off (net.ipv4.tcp_fastopen), and they fail otherwise.
+	if n := connections(); control[sendto] == "ok" && n != 2 {
+		t.Errorf("without the filter: the MSG_FASTOPEN sends worked and made %d connections, want 2", n)
+	}
 	for _, p := range []Policy{
 		{Network: NetNone}, {Network: NetTCP}, {Network: NetHost},
 		{Network: NetNone, Metadata: MetadataByFD}, {Network: NetNone, Metadata: MetadataNone},
 	} {
 		t.Run(name(p), func(t *testing.T) {
 			dir := metadataDir(t)
-			got := runHelper(t, name(p), dir)
+			listener, connections := loopbackListener(t)
+			got := runHelper(t, name(p), dir, listener)
 			if result, failed := got["apply"]; failed {
 				testenv.Require(t, result != "EINVAL", "seccomp filters in this kernel (Apply: %s)", result)
 				t.Fatalf("Apply: %s", result)
 			}
 			want := maps.Clone(everyPolicy)
-			maps.Copy(want, byNetwork[p.Network])
+			for name, w := range byNetwork[p.Network] {
+				want[name] = cmp.Or(w, control[name])
+			}
 			for name, w := range byMetadata {
 				want[name] = cmp.Or(w[p.Metadata], control[name])
 			}
@@ -401,7 +501,13 @@ func TestKernel(t *testing.T) {
 				}
 			}
 
-			// What the host sees: the files as the helper left them.
+			// What the host sees: no connection to its listener past
+			// Landlock's connect check (NetTCP), and the files as the
+			// helper left them.
+			if n := connections(); p.Network != NetHost && n != 0 {
+				t.Errorf("the listener on %s had %d connections from the helper, want none", listener, n)
+			}
+
 			after := readMetadata(t, dir)
 			byPath := p.Metadata == MetadataAll
 			wantPathMode := os.FileMode(0o600)

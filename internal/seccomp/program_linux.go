@@ -81,6 +81,13 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 	} else {
 		a.jumpIf(bpf.JumpEqual, t.socket, "socket", "")
 	}
+	a.jumpIf(bpf.JumpEqual, t.socketpair, "socketpair", "")
+	if p.Network == NetTCP {
+		a.jumpIf(bpf.JumpEqual, t.listen, "eperm", "")
+		a.jumpIf(bpf.JumpEqual, t.sendto, "flags3", "")
+		a.jumpIf(bpf.JumpEqual, t.sendmmsg, "flags3", "")
+		a.jumpIf(bpf.JumpEqual, t.sendmsg, "flags2", "")
+	}
 	a.ret(retAllow)
 
 	// clone(2): the flags are the first argument on both architectures.
@@ -118,6 +125,31 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 		a.load(argLow(0))
 		a.jumpIf(bpf.JumpEqual, unix.AF_INET, "allow", "")
 		a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "allow", "eperm")
+	}
+
+	// socketpair(family, type, protocol, sv): only a unix stream or
+	// seqpacket pair, which takes no destination address on a send. The
+	// type's low bits are SOCK_TYPE_MASK's; SOCK_NONBLOCK and SOCK_CLOEXEC
+	// are above them.
+	a.label("socketpair")
+	a.load(argLow(0))
+	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "", "eperm")
+	a.load(argLow(1))
+	a.and(sockTypeMask)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "allow", "")
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_SEQPACKET, "allow", "eperm")
+
+	// The sends' flags are an unsigned int: the fourth argument of
+	// sendto(fd, buf, len, flags, addr, addrlen) and of sendmmsg(fd, msgvec,
+	// vlen, flags), the third of sendmsg(fd, msg, flags), which overrides
+	// the msg_flags in memory.
+	if p.Network == NetTCP {
+		a.label("flags3")
+		a.load(argLow(3))
+		a.jumpIf(bpf.JumpBitsSet, unix.MSG_FASTOPEN, "eperm", "allow")
+		a.label("flags2")
+		a.load(argLow(2))
+		a.jumpIf(bpf.JumpBitsSet, unix.MSG_FASTOPEN, "eperm", "allow")
 	}
 
 	// utimensat(dirfd, path, times, flags) changes the times of path, or

@@ -5,9 +5,10 @@
 // interfaces a tool has no business with and that neither namespaces nor
 // Landlock confine — io_uring, bpf, perf events, keyrings, ptrace, module
 // and kexec loading, mounts and new namespaces, the clock — narrows
-// socket(2) to what the run's [Network] allows, and refuses the changes
-// to a file's mode, owner, times and extended attributes that the run's
-// [Metadata] does not allow.
+// socket(2) to what the run's [Network] allows and socketpair(2) to unix
+// stream and seqpacket pairs, keeps a [NetTCP] tool a client, and refuses
+// the changes to a file's mode, owner, times and extended attributes that
+// the run's [Metadata] does not allow.
 //
 // # Denials are errors, not kills
 //
@@ -37,7 +38,22 @@
 //     (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, ...) weaken the tool's own
 //     exploit mitigations;
 //   - socket(2) creates only what [Network] allows, and never anything
-//     outside AF_INET and AF_INET6: an allow-list of families.
+//     outside AF_INET and AF_INET6: an allow-list of families;
+//   - socketpair(2) creates only AF_UNIX pairs of type SOCK_STREAM or
+//     SOCK_SEQPACKET, with SOCK_NONBLOCK and SOCK_CLOEXEC or without,
+//     under every [Network]. A unix SOCK_DGRAM socket, connected or not,
+//     sends to whatever path a send names — any datagram socket of the
+//     host (/dev/log, journald's, an agent's), and Landlock does not
+//     check unix socket paths. AF_TIPC makes pairs too, and creating a
+//     socket of any family loads the family's module, whatever the call
+//     does next;
+//   - under [NetTCP], listen(2) is refused: on a socket not yet bound it
+//     binds an ephemeral port on the wildcard address, which the host
+//     can reach, without Landlock's bind check. So are sendto(2),
+//     sendmsg(2) and sendmmsg(2) when their flags have MSG_FASTOPEN,
+//     which connects (TCP Fast Open) without Landlock's connect check.
+//     TCP_FASTOPEN_CONNECT then connect(2) goes through that check, and
+//     is allowed.
 //
 // Everything else is allowed. Arguments are compared on their low 32 bits,
 // which is what the kernel reads for each of them (an int or unsigned int,
@@ -53,8 +69,15 @@
 //   - The filter sees registers only: whatever a call reads from memory
 //     (clone3's arguments, a sockaddr, setsockopt values) is beyond it.
 //   - ioctl is filtered for two requests; every other one is allowed.
-//   - socketpair(2) is allowed for every family: the pair is connected to
-//     itself and reaches nothing outside.
+//   - A socketpair(2) pair is connected to itself and reaches nothing
+//     outside: a send that names an address fails on a SOCK_STREAM
+//     socket (EISCONN), the address is dropped on a SOCK_SEQPACKET one,
+//     and neither can be connected again. A unix socket the tool
+//     inherits is another matter: the filter sees calls, not what their
+//     descriptor is.
+//   - Under [NetTCP], listen and the send flags are checked whatever the
+//     socket: a unix pair's MSG_FASTOPEN, which the kernel ignores, is
+//     refused too, and so is listen on an inherited unix socket.
 //   - [NetTCP] narrows protocols, not addresses or ports: those are
 //     Landlock's TCP rules (the landlock helper) or the network namespace
 //     (bubblewrap).
@@ -80,7 +103,8 @@ import (
 	"slices"
 )
 
-// Network is what the filter lets socket() create for the inet families.
+// Network is what the filter lets socket() create for the inet families,
+// and what it lets a TCP socket do.
 type Network int
 
 const (
@@ -89,7 +113,8 @@ const (
 	// NetTCP allows AF_INET and AF_INET6 only as SOCK_STREAM with
 	// protocol 0 or IPPROTO_TCP: Landlock's TCP rules then filter the
 	// ports. UDP, raw sockets, SCTP and MPTCP are refused, because Landlock
-	// does not cover them.
+	// does not cover them; so are listen(2) and sends with MSG_FASTOPEN,
+	// which bind and connect past Landlock's checks.
 	NetTCP
 	// NetHost allows any AF_INET or AF_INET6 socket.
 	NetHost
@@ -165,14 +190,16 @@ func (p Policy) String() string {
 	const byPath = "; EPERM for the chmod, chown, utimes, xattr and file attribute calls by path " +
 		"(chmod, fchmodat*, chown, lchown, fchownat, utime, utimes, futimesat, utimensat with a path, " +
 		"setxattr*, lsetxattr, removexattr*, lremovexattr, file_setattr)"
+	const pair = "; socketpair only AF_UNIX SOCK_STREAM/SOCK_SEQPACKET"
 	var socket, metadata string
 	switch p.Network {
 	case NetNone:
-		socket = "socket() refused for every family (socketpair allowed)"
+		socket = "socket() refused for every family" + pair
 	case NetTCP:
-		socket = "socket() only AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or IPPROTO_TCP (socketpair allowed)"
+		socket = "socket() only AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or IPPROTO_TCP" + pair +
+			"; listen and MSG_FASTOPEN sends refused"
 	case NetHost:
-		socket = "socket() only AF_INET/AF_INET6, any type and protocol (socketpair allowed)"
+		socket = "socket() only AF_INET/AF_INET6, any type and protocol" + pair
 	default:
 		return fmt.Sprintf("seccomp: invalid network policy %v", p.Network)
 	}
@@ -190,9 +217,11 @@ func (p Policy) String() string {
 
 // Denied returns the names of the system calls the filter refuses with
 // EPERM whatever their arguments, sorted. clone3 (ENOSYS), the calls
-// checked by argument (clone, ioctl, personality, socket) and the ones
-// that depend on [Metadata] ([DeniedMetadata]) are not among them. It is
-// empty where the package has no system call table.
+// checked by argument (clone, ioctl, personality, socket, socketpair, and
+// under [NetTCP] sendto, sendmsg and sendmmsg), listen (refused under
+// NetTCP only) and the ones that depend on [Metadata] ([DeniedMetadata])
+// are not among them. It is empty where the package has no system call
+// table.
 func Denied() []string {
 	t := nativeTable()
 	if t == nil {
@@ -250,7 +279,10 @@ type table struct {
 	// that shares the native audit value (amd64's x32).
 	x32Bit uint32
 
-	clone, clone3, ioctl, personality, socket uint32
+	clone, clone3, ioctl, personality, socket, socketpair uint32
+	// listen and the sends that can carry MSG_FASTOPEN are checked
+	// under NetTCP.
+	listen, sendto, sendmsg, sendmmsg uint32
 	// utimensat is checked by its path unless Metadata is MetadataAll.
 	utimensat uint32
 

@@ -16,6 +16,11 @@ var x86_64 = table{
 	ioctl:       unix.SYS_IOCTL,
 	personality: unix.SYS_PERSONALITY,
 	socket:      unix.SYS_SOCKET,
+	socketpair:  unix.SYS_SOCKETPAIR,
+	listen:      unix.SYS_LISTEN,
+	sendto:      unix.SYS_SENDTO,
+	sendmsg:     unix.SYS_SENDMSG,
+	sendmmsg:    unix.SYS_SENDMMSG,
 	utimensat:   unix.SYS_UTIMENSAT,
 
 	denied: []call{

@@ -130,8 +130,6 @@ func calls(tab *table) []sysCall {
 		sysCall{name: "write", nr: unix.SYS_WRITE, args: []uint64{1, 0, 1}, want: same(allow)},
 		sysCall{name: "openat", nr: unix.SYS_OPENAT, want: same(allow)},
 		sysCall{name: "execve", nr: unix.SYS_EXECVE, want: same(allow)},
-		sysCall{name: "socketpair(AF_UNIX)", nr: unix.SYS_SOCKETPAIR, args: []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, want: same(allow)},
-		sysCall{name: "socketpair(AF_INET)", nr: unix.SYS_SOCKETPAIR, args: []uint64{unix.AF_INET, unix.SOCK_DGRAM, 0}, want: same(allow)},
 		sysCall{name: "clone3", nr: unix.SYS_CLONE3, want: same(enosys)},
 
 		sysCall{name: "clone(thread)", nr: unix.SYS_CLONE, args: []uint64{plainClone}, want: same(allow)},
@@ -212,6 +210,92 @@ func calls(tab *table) []sysCall {
 			nr:   tab.socket, args: []uint64{s.family, s.typ, s.proto}, want: s.want,
 		})
 	}
+
+	// socketpair(2): family, type, protocol, sv. Only a unix stream or
+	// seqpacket pair, under every Network.
+	const sv = 0x7ffc_9a2b_3c40
+	pairs := []struct {
+		family, typ uint64
+		want        uint32
+	}{
+		{unix.AF_UNIX, stream, allow},
+		{unix.AF_UNIX, stream | unix.SOCK_CLOEXEC, allow},
+		{unix.AF_UNIX, stream | flags, allow},
+		{unix.AF_UNIX, unix.SOCK_SEQPACKET, allow},
+		{unix.AF_UNIX, unix.SOCK_SEQPACKET | unix.SOCK_NONBLOCK, allow},
+		{unix.AF_UNIX, 0xffffffff<<32 | stream, allow}, // the kernel reads an int
+		{1<<32 | unix.AF_UNIX, 1<<32 | unix.SOCK_SEQPACKET, allow},
+		{unix.AF_UNIX, unix.SOCK_DGRAM, eperm},
+		{unix.AF_UNIX, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK, eperm},
+		{unix.AF_UNIX, unix.SOCK_DGRAM | flags, eperm},
+		{unix.AF_UNIX, 1<<32 | unix.SOCK_DGRAM, eperm},
+		{unix.AF_UNIX, unix.SOCK_RAW, eperm},
+		{unix.AF_UNIX, unix.SOCK_RDM, eperm},
+		{unix.AF_UNIX, unix.SOCK_PACKET, eperm},
+		{unix.AF_UNIX, 0, eperm},
+		{unix.AF_UNIX, sockTypeMask | stream<<4, eperm},
+		// Another family: TIPC makes pairs, and creating any socket
+		// loads its family's module.
+		{unix.AF_TIPC, stream, eperm},
+		{unix.AF_TIPC, unix.SOCK_SEQPACKET, eperm},
+		{unix.AF_INET, stream, eperm},
+		{unix.AF_INET, unix.SOCK_DGRAM, eperm},
+		{unix.AF_NETLINK, unix.SOCK_RAW, eperm},
+		{unix.AF_UNSPEC, stream, eperm},
+		{1<<32 | unix.AF_INET, stream, eperm},
+	}
+	for _, s := range pairs {
+		cs = append(cs, sysCall{
+			name: fmt.Sprintf("socketpair(%#x, %#x, 0)", s.family, s.typ),
+			nr:   tab.socketpair, args: []uint64{s.family, s.typ, 0, sv}, want: same(s.want),
+		})
+	}
+
+	// listen(2), and the sends whose flags can ask for TCP Fast Open:
+	// refused under NetTCP only.
+	const (
+		fd, buf, addr = 3, 0x7ffc_9a2b_3d00, 0x7ffc_9a2b_3e00
+		dontWait      = unix.MSG_DONTWAIT
+		fastOpen      = unix.MSG_FASTOPEN
+	)
+	tcpRefuses := [3]uint32{allow, eperm, allow}
+	cs = append(cs,
+		sysCall{name: "listen(fd, 128)", nr: tab.listen, args: []uint64{fd, 128}, want: tcpRefuses},
+		sysCall{name: "listen(fd, 0)", nr: tab.listen, args: []uint64{fd, 0}, want: tcpRefuses},
+	)
+	sends := []struct {
+		flags uint64
+		want  [3]uint32
+	}{
+		{fastOpen, tcpRefuses},
+		{fastOpen | dontWait, tcpRefuses},
+		{fastOpen | unix.MSG_NOSIGNAL | unix.MSG_MORE, tcpRefuses},
+		{0xffffffff, tcpRefuses},
+		{1<<32 | fastOpen, tcpRefuses},
+		{dontWait, same(allow)},
+		{unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT | unix.MSG_MORE, same(allow)},
+		{0, same(allow)},
+		{0xffffffff<<32 | dontWait, same(allow)}, // the kernel reads an unsigned int
+		{^uint64(fastOpen), same(allow)},
+	}
+	for _, s := range sends {
+		cs = append(cs,
+			sysCall{name: fmt.Sprintf("sendto(fd, buf, 1, %#x, addr, 16)", s.flags), nr: tab.sendto, args: []uint64{fd, buf, 1, s.flags, addr, 16}, want: s.want},
+			sysCall{name: fmt.Sprintf("sendmsg(fd, msg, %#x)", s.flags), nr: tab.sendmsg, args: []uint64{fd, buf, s.flags}, want: s.want},
+			sysCall{name: fmt.Sprintf("sendmmsg(fd, msgvec, 1, %#x)", s.flags), nr: tab.sendmmsg, args: []uint64{fd, buf, 1, s.flags}, want: s.want},
+		)
+	}
+	// The flags where the other calls have them are not the flags.
+	cs = append(cs,
+		sysCall{name: "sendto(fd, buf, MSG_FASTOPEN as len, 0)", nr: tab.sendto, args: []uint64{fd, buf, fastOpen, 0, addr, 16}, want: same(allow)},
+		sysCall{name: "sendmsg(fd, msg, 0, MSG_FASTOPEN in arg 3)", nr: tab.sendmsg, args: []uint64{fd, buf, 0, fastOpen}, want: same(allow)},
+		sysCall{name: "sendmmsg(fd, msgvec, MSG_FASTOPEN as vlen, 0)", nr: tab.sendmmsg, args: []uint64{fd, buf, fastOpen, 0}, want: same(allow)},
+		sysCall{name: "recvfrom(fd, buf, 1, MSG_FASTOPEN)", nr: unix.SYS_RECVFROM, args: []uint64{fd, buf, 1, fastOpen}, want: same(allow)},
+		sysCall{name: "connect(fd, addr, 16)", nr: unix.SYS_CONNECT, args: []uint64{fd, addr, 16}, want: same(allow)},
+		sysCall{name: "bind(fd, addr, 16)", nr: unix.SYS_BIND, args: []uint64{fd, addr, 16}, want: same(allow)},
+		sysCall{name: "accept4(fd, 0, 0, SOCK_CLOEXEC)", nr: unix.SYS_ACCEPT4, args: []uint64{fd, 0, 0, unix.SOCK_CLOEXEC}, want: same(allow)},
+		sysCall{name: "setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT)", nr: unix.SYS_SETSOCKOPT, args: []uint64{fd, unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, buf, 4}, want: same(allow)},
+	)
 	return cs
 }
 
@@ -293,6 +377,17 @@ func TestVerdicts(t *testing.T) {
 	}
 }
 
+// everyNrArgs are the arguments the *ChangesNothingElse tests give every
+// call number: ones that some argument check allows and ones it refuses.
+var everyNrArgs = [][]uint64{
+	{},
+	{unix.AF_INET, unix.SOCK_STREAM, 0},
+	{unix.AF_UNIX, unix.SOCK_STREAM, 0, unix.MSG_FASTOPEN},
+	{unix.AF_UNIX, unix.SOCK_DGRAM, unix.MSG_FASTOPEN, 0},
+	{unix.CLONE_NEWUSER, unix.TIOCSTI},
+	{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+}
+
 // TestMetadataChangesNothingElse: every call number, on the native ABI
 // and another, gets the same answer under each Metadata as under
 // MetadataAll, but for the metadata calls themselves.
@@ -301,12 +396,6 @@ func TestMetadataChangesNothingElse(t *testing.T) {
 	metadata := map[uint32]bool{tab.utimensat: true}
 	for _, c := range tab.deniedMetadata(MetadataNone) {
 		metadata[c.nr] = true
-	}
-	args := [][]uint64{
-		{},
-		{unix.AF_INET, unix.SOCK_STREAM, 0},
-		{unix.CLONE_NEWUSER, unix.TIOCSTI},
-		{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
 	}
 	for _, n := range networks {
 		all := vm(t, Policy{Network: n, Metadata: MetadataAll})
@@ -318,13 +407,48 @@ func TestMetadataChangesNothingElse(t *testing.T) {
 					if arch == tab.audit && metadata[nr] {
 						continue
 					}
-					for _, a := range args {
+					for _, a := range everyNrArgs {
 						in := seccompData(arch, nr, a...)
 						want, err1 := all.Run(in)
 						got, err2 := m.Run(in)
 						if err1 != nil || err2 != nil || got != want {
 							t.Errorf("%s: arch %#x nr %d%v: got %s (%v), %s under %s (%v)",
 								name(p), arch, nr, a, verdict(got), err2, verdict(want), MetadataAll, err1)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestNetworkChangesNothingElse: every call number, on the native ABI
+// and another, gets the same answer under each Network as under NetNone,
+// but for socket(2), and for listen(2) and the sends checked for
+// MSG_FASTOPEN under NetTCP.
+func TestNetworkChangesNothingElse(t *testing.T) {
+	tab := native(t)
+	byNetwork := map[Network][]uint32{
+		NetTCP:  {tab.socket, tab.listen, tab.sendto, tab.sendmsg, tab.sendmmsg},
+		NetHost: {tab.socket},
+	}
+	for _, md := range metadatas {
+		none := vm(t, Policy{Network: NetNone, Metadata: md})
+		for _, n := range networks[1:] {
+			p := Policy{Network: n, Metadata: md}
+			m := vm(t, p)
+			for _, arch := range []uint32{tab.audit, unix.AUDIT_ARCH_I386} {
+				for nr := uint32(0); nr < 1024; nr++ {
+					if arch == tab.audit && slices.Contains(byNetwork[n], nr) {
+						continue
+					}
+					for _, a := range everyNrArgs {
+						in := seccompData(arch, nr, a...)
+						want, err1 := none.Run(in)
+						got, err2 := m.Run(in)
+						if err1 != nil || err2 != nil || got != want {
+							t.Errorf("%s: arch %#x nr %d%v: got %s (%v), %s under %s (%v)",
+								name(p), arch, nr, a, verdict(got), err2, verdict(want), NetNone, err1)
 						}
 					}
 				}
@@ -345,7 +469,11 @@ func TestDeniedWhateverTheArguments(t *testing.T) {
 	}
 	for _, p := range policies {
 		m := vm(t, p)
-		for _, c := range slices.Concat(tab.denied, tab.deniedMetadata(p.Metadata)) {
+		denied := slices.Concat(tab.denied, tab.deniedMetadata(p.Metadata))
+		if p.Network == NetTCP {
+			denied = append(denied, call{"listen", tab.listen})
+		}
+		for _, c := range denied {
 			for _, a := range args {
 				got, err := m.Run(seccompData(tab.audit, c.nr, a...))
 				if err != nil || got != int(eperm) {
@@ -380,9 +508,11 @@ func TestTable(t *testing.T) {
 	}
 	seen := map[uint32]string{
 		tab.clone: "clone", tab.clone3: "clone3", tab.ioctl: "ioctl",
-		tab.personality: "personality", tab.socket: "socket", tab.utimensat: "utimensat",
+		tab.personality: "personality", tab.socket: "socket", tab.socketpair: "socketpair",
+		tab.listen: "listen", tab.sendto: "sendto", tab.sendmsg: "sendmsg", tab.sendmmsg: "sendmmsg",
+		tab.utimensat: "utimensat",
 	}
-	if len(seen) != 6 {
+	if len(seen) != 11 {
 		t.Errorf("the calls checked by argument share numbers: %v", seen)
 	}
 	for _, c := range slices.Concat(tab.denied, tab.metadataByPath, tab.metadataByFD) {
@@ -447,10 +577,33 @@ func TestStringNamesEveryDenial(t *testing.T) {
 }
 
 // TestProgramSize: the program stays far below the kernel's limit and
-// its jumps within reach (assemble checks each one), and each Metadata
-// adds only its own comparisons and the utimensat block.
+// its jumps within reach (assemble checks each one), each Metadata adds
+// only its own comparisons and the utimensat block, and each Network
+// only its socket block, and NetTCP its listen and send checks.
 func TestProgramSize(t *testing.T) {
 	tab := native(t)
+	const (
+		socketHost = 1 + 3     // the jump to the block, and the block
+		socketTCP  = 1 + 9     // the same
+		tcpSends   = 4 + 2 + 2 // listen's and the sends' jumps, the two flags blocks
+	)
+	for _, m := range metadatas {
+		size := map[Network]int{}
+		for _, n := range networks {
+			prog, err := Program(Policy{Network: n, Metadata: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			size[n] = len(prog)
+		}
+		// NetNone's socket is one jump to the shared EPERM.
+		if got, want := size[NetHost]-size[NetNone], socketHost-1; got != want {
+			t.Errorf("%s: NetHost adds %d instructions to NetNone, want %d", m, got, want)
+		}
+		if got, want := size[NetTCP]-size[NetNone], socketTCP-1+tcpSends; got != want {
+			t.Errorf("%s: NetTCP adds %d instructions to NetNone, want %d", m, got, want)
+		}
+	}
 	for _, n := range networks {
 		size := map[Metadata]int{}
 		for _, m := range metadatas {
