@@ -16,9 +16,9 @@ import (
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/runtime"
-	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
