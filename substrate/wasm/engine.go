@@ -58,6 +58,13 @@ type Engine struct {
 	closed   bool
 }
 
+// newRuntimeMu serializes wazero.NewRuntimeWithConfig across engines:
+// wazero v1.12.0 caches its version string in a package variable without
+// synchronization when a compilation cache makes its first engine, a data
+// race between two engines made at once (the race detector caught it
+// between two probes).
+var newRuntimeMu sync.Mutex
+
 type runtimeKey struct {
 	pages       uint32
 	read, write bool
@@ -156,7 +163,9 @@ func (e *Engine) runtime(ctx context.Context, p Policy) (*runtimeEntry, error) {
 			WithCloseOnContextDone(true).
 			WithMemoryLimitPages(key.pages).
 			WithCompilationCache(e.cache)
+		newRuntimeMu.Lock() // see newRuntimeMu
 		rt := wazero.NewRuntimeWithConfig(context.Background(), cfg)
+		newRuntimeMu.Unlock()
 		hostPolicy := Policy{Read: key.read, Write: key.write}
 		wb := rt.NewHostModuleBuilder(ModuleWASI)
 		if err := exportWASI(wb, hostPolicy); err != nil {
