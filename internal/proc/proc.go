@@ -288,12 +288,20 @@ func (t *Tree) terminate(grace time.Duration) string {
 		sig = "SIGKILL"
 		if t.spec.Reaper {
 			// The root is not reaped before Wait: its PID is still its own.
-			syscall.Kill(pid, syscall.SIGUSR1)
-			select {
-			case <-t.exited:
-				break
-			case <-time.After(reapWait):
-				fds = append(fds, signalTree(pid, false, syscall.SIGKILL)...)
+			// Said again every 100 ms, should a signal be lost.
+			deadline := time.After(reapWait)
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for done := false; !done; {
+				syscall.Kill(pid, syscall.SIGUSR1)
+				select {
+				case <-t.exited:
+					done = true
+				case <-tick.C:
+				case <-deadline:
+					fds = append(fds, signalTree(pid, false, syscall.SIGKILL)...)
+					done = true
+				}
 			}
 			break
 		}

@@ -123,8 +123,13 @@ func supervise() int {
 	// group), not the supervisor, which must outlive the tool's tree;
 	// USR1 is cordon's word that the grace period is over. Everything
 	// that forks or kills happens on this goroutine, on this thread.
+	// USR1 comes too when cordon dies (the supervisor's parent-death
+	// signal): the run ends with it. It has a channel of its own, so
+	// that a flood of SIGCHLD cannot crowd it out.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCHLD)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCHLD)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
 	data, _ := json.Marshal(cfg)
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
@@ -176,7 +181,9 @@ func supervise() int {
 		}
 		// Children left, none ended: wait for the next one to end, or for
 		// cordon's word.
-		if sig := <-sigs; sig == syscall.SIGUSR1 {
+		select {
+		case <-sigs:
+		case <-usr1:
 			killDomain(false)
 		}
 	}

@@ -164,7 +164,9 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe", Args: []string{supervisorArg0}, Env: []string{}, Dir: ws,
 		ExtraFiles:  []*os.File{cfgR, statusW},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		// Should cordon die, the supervisor ends the run as at a deadline:
+		// a SIGKILL would leave the tool's processes to init.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGUSR1},
 	}
 	s.Logger.Debug("run under landlock", "command", s.Command, "workspace", ws, "access", p.Access, "network", p.Network)
 	t, err := proc.Start(proc.Spec{Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace, Reaper: true, FreshKeyring: true, Logger: s.Logger})
