@@ -74,6 +74,9 @@ type config struct {
 	Ports     []int          `json:"ports"`
 	Seccomp   seccomp.Policy `json:"seccomp"`
 	Limits    limits.Self    `json:"limits"`
+	// Scratch is the run's HOME and TMPDIR, which the supervisor removes
+	// after the run (cordon does too, unless it died).
+	Scratch string `json:"scratch"`
 }
 
 func readConfig() (*config, error) {
@@ -166,6 +169,9 @@ func supervise() int {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil: // ECHILD: nothing left
+			if cfg.Scratch != "" {
+				os.RemoveAll(cfg.Scratch)
+			}
 			return code
 		case pid == confiner.Pid:
 			if ws.Signaled() {

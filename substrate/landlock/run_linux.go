@@ -116,7 +116,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 
 	cfg := config{
 		Workspace: ws, Argv: s.Command, Env: env, Read: read, Proc: true, Devices: Devices,
-		Write: []string{scratch}, Network: p.Network, Ports: p.Ports, Seccomp: p.Seccomp(),
+		Write: []string{scratch}, Scratch: scratch, Network: p.Network, Ports: p.Ports, Seccomp: p.Seccomp(),
 	}
 	var prot *harness.Protected
 	if p.Access == AccessWrite {
@@ -163,7 +163,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	defer statusR.Close()
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe", Args: []string{supervisorArg0}, Env: []string{}, Dir: ws,
-		ExtraFiles:  []*os.File{cfgR, statusW},
+		ExtraFiles: []*os.File{cfgR, statusW},
 		// Should cordon die, the supervisor ends the run as at a deadline:
 		// a SIGKILL would leave the tool's processes to init.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGUSR1},
