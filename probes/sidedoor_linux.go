@@ -78,28 +78,6 @@ func sideDoors() int {
 	return 0
 }
 
-// forkUntilRefused starts sleeping children until a start fails, at most
-// the number in its argument, and prints how many it started.
-func forkUntilRefused() int {
-	n, _ := strconv.Atoi(os.Args[len(os.Args)-1])
-	var kids []*os.Process
-	defer func() {
-		for _, k := range kids {
-			k.Kill()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		p, err := os.StartProcess("/bin/sleep", []string{"sleep", "10"}, &os.ProcAttr{})
-		if err != nil {
-			fmt.Printf("refused %v\n", err)
-			break
-		}
-		kids = append(kids, p)
-	}
-	fmt.Printf("forked %d\n", len(kids))
-	return 0
-}
-
 // balloon holds the number of MiB in its argument, touching every page.
 func balloon() int {
 	n, _ := strconv.Atoi(os.Args[len(os.Args)-1])

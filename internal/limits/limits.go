@@ -203,7 +203,7 @@ func (p Plan) Mechanisms(sub string, extra int) []substrate.Mechanism {
 		}
 		m = append(m, mech("pids", fmt.Sprintf("cgroup v1 pids.max=%d%s%s; fork fails past it", p.Spec.Pids+extra, def(p.DefaultPids), of)))
 	case Rlimit:
-		m = append(m, mech("pids", fmt.Sprintf("rlimit RLIMIT_NPROC: %d processes more than uid %d has when the run starts%s; it counts every process of the user, the run's and the others", p.Spec.Pids+extra, p.host.UID, def(p.DefaultPids))))
+		m = append(m, mech("pids", fmt.Sprintf("rlimit RLIMIT_NPROC: %d tasks (processes or threads) more than uid %d has when the run starts%s; it counts every task of the user, the run's and the others", p.Spec.Pids+extra, p.host.UID, def(p.DefaultPids))))
 	}
 	if p.CPU == Rlimit {
 		secs := cpuSeconds(p.Spec.CPU)

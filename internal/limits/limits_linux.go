@@ -291,9 +291,11 @@ func procsOf(dir string) []int {
 	return pids
 }
 
-// userProcesses counts the processes whose /proc directory uid owns (the
-// effective uid; RLIMIT_NPROC counts by the real one, the same for the
-// processes of a user who runs no setuid program).
+// userProcesses counts what RLIMIT_NPROC counts for uid: its tasks —
+// threads, not processes (a Go program has a dozen) — from the link count
+// of each /proc/PID/task owned by it (two plus the number of threads). By
+// the effective uid; RLIMIT_NPROC counts by the real one, the same for
+// the processes of a user who runs no setuid program.
 func userProcesses(uid int) int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -307,8 +309,8 @@ func userProcesses(uid int) int {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(int(d.Fd()), name, &st, 0) == nil && int(st.Uid) == uid {
-			n++
+		if unix.Fstatat(int(d.Fd()), name+"/task", &st, 0) == nil && int(st.Uid) == uid {
+			n += max(int(st.Nlink)-2, 1)
 		}
 	}
 	return n
@@ -349,8 +351,8 @@ type Self struct {
 	// AS is RLIMIT_AS in bytes, CPU RLIMIT_CPU in seconds (0: none).
 	AS  uint64 `json:"as,omitempty"`
 	CPU uint64 `json:"cpu,omitempty"`
-	// NProc is the number of processes the tool may have, itself
-	// included: RLIMIT_NPROC is set to the user's count then plus NProc-1.
+	// NProc is the number of tasks the tool may have, itself included:
+	// RLIMIT_NPROC is set to the user's other tasks then plus NProc.
 	NProc int `json:"nproc,omitempty"`
 	UID   int `json:"uid"`
 }
@@ -397,7 +399,14 @@ func (s Self) Apply() error {
 		return nil
 	}
 	if s.NProc > 0 {
-		n := uint64(userProcesses(s.UID) + s.NProc - 1)
+		// This process becomes the tool, one task, when it executes it:
+		// its threads are not the user's other tasks.
+		var self unix.Stat_t
+		own := 1
+		if unix.Stat("/proc/self/task", &self) == nil {
+			own = max(int(self.Nlink)-2, 1)
+		}
+		n := uint64(userProcesses(s.UID) - own + s.NProc)
 		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", n, n); err != nil {
 			return err
 		}
