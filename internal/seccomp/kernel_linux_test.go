@@ -388,7 +388,13 @@ func TestHelperProcess(t *testing.T) {
 // name.
 func runHelper(t *testing.T, mode, dir, listener string) map[string]string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	// The test binary by its absolute name: the child runs in dir, and
+	// os.Args[0] may be relative ("./pkg.test").
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), self, "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, listenerEnv+"="+listener)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
