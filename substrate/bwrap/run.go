@@ -129,8 +129,18 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		Supervised: true, FreshKeyring: true, Logger: s.Logger,
 	})
 	sb.launched()
+	// bwrap joins the run's cgroups while the host side is still being
+	// prepared: moving a task between cgroups (v1) waits for the kernel's
+	// RCU, milliseconds that would otherwise come on top.
+	added := make(chan error, 1)
+	if err == nil {
+		go func() { added <- grp.Add(t.Pid()) }()
+	} else {
+		added <- nil
+	}
 	var keyErr *proc.KeyringError
 	prepErr := <-prepared
+	addErr := <-added
 	switch {
 	case prepErr != nil && err == nil:
 		t.Kill() // before it gets any option: it never sets anything up
@@ -146,7 +156,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	}
 	// (A bwrap that is gone already got no option; what it did is
 	// judged below, as for any bwrap that ends early.)
-	if err := grp.Add(t.Pid()); err != nil && !errors.Is(err, limits.ErrGone) {
+	if err := addErr; err != nil && !errors.Is(err, limits.ErrGone) {
 		t.Kill() // before it gets any option
 		sb.Close()
 		t.Wait(ctx)
