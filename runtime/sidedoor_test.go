@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/capabilities"
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
@@ -259,23 +260,8 @@ func TestHoppersDieAtTheDeadline(t *testing.T) {
 		}
 		ws := workspace(t, base(t))
 		marker := fmt.Sprintf("cordon-hopper-%d-%d", os.Getpid(), time.Now().UnixNano())
-		hopper := `import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-for i in range(16):
-    if os.fork() == 0:
-        end = time.time() + 8
-        while time.time() < end:
-            try:
-                if os.fork() > 0:
-                    os._exit(0)
-                os.setsid()
-            except OSError:
-                pass
-        os._exit(0)
-print("hopping", flush=True)
-time.sleep(60)`
-		res := run(t, newPolicy(ws), "exec python3 -c '"+hopper+"' "+marker, in(sub), func(s *Spec) {
+
+		res := run(t, newPolicy(ws), "exec python3 -c '"+testenv.Hopper+"' 16 8 "+marker, in(sub), func(s *Spec) {
 			s.Timeout, s.Grace = time.Second, 200*time.Millisecond
 		})
 		// Not a timing test: only a kill that never converges (the
@@ -288,7 +274,7 @@ time.sleep(60)`
 		}
 		for _, wait := range []time.Duration{0, 500 * time.Millisecond} {
 			time.Sleep(wait)
-			if left := processesNaming(marker); len(left) > 0 {
+			if left := testenv.PythonProcessesNaming(marker); len(left) > 0 {
 				for _, pid := range left {
 					syscall.Kill(pid, syscall.SIGKILL) // ours: the marker is this test's
 				}
@@ -296,20 +282,4 @@ time.sleep(60)`
 			}
 		}
 	})
-}
-
-// processesNaming returns the processes whose command line holds word.
-func processesNaming(word string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(cmdline), word) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

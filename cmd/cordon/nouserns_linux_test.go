@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,29 +166,15 @@ func TestKilledCordonLeavesNoProcess(t *testing.T) {
 	testenv.Require(t, err == nil, "python3: %v", err)
 	ws := tempWorkspace(t)
 	marker := fmt.Sprintf("cordon-killed-hopper-%d-%d", os.Getpid(), time.Now().UnixNano())
-	hopper := `import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-for i in range(8):
-    if os.fork() == 0:
-        end = time.time() + 20
-        while time.time() < end:
-            try:
-                if os.fork() > 0:
-                    os._exit(0)
-                os.setsid()
-            except OSError:
-                pass
-        os._exit(0)
-time.sleep(60)`
-	cmd := cordonProcess(t, os.Environ(), "-w", ws, "exec", "--substrate", "landlock", "--timeout", "30s", "--", "python3", "-c", hopper, marker)
+
+	cmd := cordonProcess(t, os.Environ(), "-w", ws, "exec", "--substrate", "landlock", "--timeout", "30s", "--", "python3", "-c", testenv.Hopper, "8", "20", marker)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
 	found := false
 	for range 100 { // the run started: its processes are there
-		if len(processesNaming(marker)) > 8 {
+		if len(testenv.PythonProcessesNaming(marker)) > 8 {
 			found = true
 			break
 		}
@@ -203,7 +188,7 @@ time.sleep(60)`
 	cmd.Wait()
 	var left []int
 	for range 40 {
-		if left = processesNaming(marker); len(left) == 0 {
+		if left = testenv.PythonProcessesNaming(marker); len(left) == 0 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -212,28 +197,4 @@ time.sleep(60)`
 		unix.Kill(pid, unix.SIGKILL) // ours: the marker is this test's
 	}
 	t.Fatalf("%d processes of the run outlived the cordon process killed with SIGKILL", len(left))
-}
-
-// processesNaming returns the processes whose command line holds word
-// (none of this test's own: the marker is only the tool's argument).
-func processesNaming(word string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(data), "\x00")
-		// The tool's processes are python3; cordon's own command line
-		// holds the marker too, and is killed first.
-		if len(args) > 0 && strings.HasSuffix(args[0], "python3") && strings.Contains(string(data), word) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

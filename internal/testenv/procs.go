@@ -165,3 +165,47 @@ os.execv(REAL, [REAL] + ARGS)
 	}
 	return p
 }
+
+// Hopper is a Python program of chains of processes that fork, let the
+// parent exit and call setsid, over and over, for a number of seconds:
+// at any moment each chain is one new process whose parent is gone. All
+// ignore SIGTERM and SIGHUP. Run it as
+// `python3 -c HOPPER CHAINS SECONDS MARKER`; the main process prints
+// "hopping" and sleeps. The marker, unique to a test, is how
+// PythonProcessesNaming finds what is left of it.
+const Hopper = `import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+for i in range(int(sys.argv[1])):
+    if os.fork() == 0:
+        end = time.time() + float(sys.argv[2])
+        while time.time() < end:
+            try:
+                if os.fork() > 0:
+                    os._exit(0)
+                os.setsid()
+            except OSError:
+                pass
+        os._exit(0)
+print("hopping", flush=True)
+time.sleep(60)`
+
+// PythonProcessesNaming returns the python3 processes whose command line
+// holds word (a test's marker; a cordon process whose arguments hold it
+// is not one of them).
+func PythonProcessesNaming(word string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		argv0, _, _ := strings.Cut(string(data), "\x00")
+		if err == nil && strings.HasSuffix(argv0, "python3") && strings.Contains(string(data), word) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
