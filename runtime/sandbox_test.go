@@ -726,7 +726,7 @@ echo started
 wait`, marker)
 		start := time.Now()
 		res := run(t, newPolicy(ws), script, in(sub), func(s *Spec) {
-			s.Timeout, s.Grace = 5*time.Second, 300*time.Millisecond
+			s.Timeout, s.Grace = 3*time.Second, 300*time.Millisecond
 			s.Logger = testLogger(t)
 		})
 		elapsed := time.Since(start)
@@ -737,7 +737,7 @@ wait`, marker)
 			t.Errorf("stdout %q: the tree did not start as planned (stderr %q)", res.Stdout, res.Stderr)
 		}
 		if elapsed > 20*time.Second {
-			t.Errorf("Run took %v after a 5s timeout", elapsed)
+			t.Errorf("Run took %v after a 3s timeout", elapsed)
 		}
 		if left := testenv.ProcessesWith(marker); len(left) > 0 {
 			t.Errorf("processes of the run outlived it: %v", left)
