@@ -594,10 +594,15 @@ func probeOutputAndTmp(ctx context.Context, e *Env) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	// Names of the probe's own: should the sandbox's /tmp be the host's
+	// (a bwrap that ignores its options), what it wrote there goes.
 	marker := "cordon-probe-tmp-" + filepath.Base(e.Dir)
+	defer os.Remove(filepath.Join("/tmp", marker))
+	defer os.Remove(filepath.Join("/tmp", marker+"-big"))
+	defer os.Remove(filepath.Join("/dev", marker))
 	script := fmt.Sprintf(`echo x > /tmp/%[1]s || echo tmp-failed >&2
-head -c 2000000 /dev/zero 2>/dev/null > /tmp/big && echo tmp-uncapped >&2
-echo x > /dev/probe 2>/dev/null && echo dev-written >&2
+head -c 2000000 /dev/zero 2>/dev/null > /tmp/%[1]s-big && echo tmp-uncapped >&2
+echo x > /dev/%[1]s 2>/dev/null && echo dev-written >&2
 head -c 200000 /dev/zero | tr '\0' 'a'`, marker)
 	o, err := sandboxed(ctx, e, ws, []string{"fs.read:workspace", "tmp:1MiB", "output:4KiB"}, script, func(s *bwrap.Spec) { s.MaxOutput = 4 << 10 })
 	if err != nil {
@@ -605,7 +610,6 @@ head -c 200000 /dev/zero | tr '\0' 'a'`, marker)
 	}
 	var bad []string
 	if _, err := os.Lstat(filepath.Join("/tmp", marker)); err == nil {
-		os.Remove(filepath.Join("/tmp", marker))
 		bad = append(bad, "the sandbox's /tmp is the host's")
 	}
 	for _, w := range []string{"tmp-failed", "tmp-uncapped", "dev-written"} {
