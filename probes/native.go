@@ -31,6 +31,7 @@ func init() {
 		Probe{Name: "bwrap/limits", Substrate: bwrap.Name,
 			Mechanisms: []string{mid(bwrap.Name, "pids"), mid(bwrap.Name, "memory")},
 			Expected:   "a fork bomb under pids:64 and a balloon under memory:32MiB end at their limits",
+			alone:      true,
 			run:        probeLimits},
 		Probe{Name: "landlock/write-outside", Substrate: landlock.Name,
 			Mechanisms: ids(landlock.MechSystem, landlock.MechWriteWorkspace, landlock.MechLandlock(0)),
@@ -71,6 +72,7 @@ func init() {
 		Probe{Name: "landlock/limits", Substrate: landlock.Name,
 			Mechanisms: []string{mid(landlock.Name, "pids"), mid(landlock.Name, "memory")},
 			Expected:   "a fork bomb under pids:64 and a balloon under memory:32MiB end at their limits",
+			alone:      true,
 			run:        probeLimits},
 	)
 }

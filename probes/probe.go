@@ -31,6 +31,10 @@ type Probe struct {
 	Mechanisms []string
 	// Expected says what a working mechanism does, in a few words.
 	Expected string
+	// alone: the probe runs after the others, by itself — a limit that
+	// counts every task of the user (RLIMIT_NPROC) must not have its
+	// budget eaten by the probes beside it.
+	alone bool
 	// run tries it: what it observed, and whether that is what was
 	// expected. An error is a probe that could not be carried out (it
 	// counts as a failure, its message the observation).
@@ -165,7 +169,12 @@ func Run(ctx context.Context, ps []Probe, cfg Config, progress func(Result)) []R
 	var mu sync.Mutex
 	sem := make(chan struct{}, max(n, 1))
 	var wg sync.WaitGroup
+	var later []int
 	for i, p := range ps {
+		if p.alone {
+			later = append(later, i)
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -181,6 +190,13 @@ func Run(ctx context.Context, ps []Probe, cfg Config, progress func(Result)) []R
 		}()
 	}
 	wg.Wait()
+	for _, i := range later {
+		r := runOne(ctx, ps[i], cfg)
+		results[i] = r
+		if progress != nil {
+			progress(r)
+		}
+	}
 	return results
 }
 

@@ -167,13 +167,15 @@ func TestKilledCordonLeavesNoProcess(t *testing.T) {
 	ws := tempWorkspace(t)
 	marker := fmt.Sprintf("cordon-killed-hopper-%d-%d", os.Getpid(), time.Now().UnixNano())
 
-	cmd := cordonProcess(t, os.Environ(), "-w", ws, "exec", "--substrate", "landlock", "--timeout", "30s", "--", "python3", "-c", testenv.Hopper, "8", "20", marker)
+	cmd := cordonProcess(t, os.Environ(), "-w", ws, "exec", "--substrate", "landlock", "--timeout", "60s", "--", "python3", "-c", testenv.Hopper, "8", "50", marker)
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
 	found := false
-	for range 100 { // the run started: its processes are there
+	for range 600 { // the run started: its processes are there (slow under load)
 		if len(testenv.PythonProcessesNaming(marker)) > 8 {
 			found = true
 			break
@@ -182,7 +184,8 @@ func TestKilledCordonLeavesNoProcess(t *testing.T) {
 	}
 	if !found {
 		cmd.Process.Kill()
-		t.Fatalf("the hoppers never ran")
+		cmd.Wait()
+		t.Fatalf("the hoppers never ran: %s", output.String())
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
