@@ -260,14 +260,7 @@ func sandboxedArgv(ctx context.Context, e *Env, ws string, caps, argv []string, 
 		return substrate.Outcome{}, err
 	}
 	if e.substrate == landlock.Name {
-		pol, err := landlock.PolicyOf(set, ws)
-		if err != nil {
-			return substrate.Outcome{}, err
-		}
-		pol.SystemPath, pol.ReadOnly = true, o.readOnly
-		out, _, err := landlock.Run(ctx, landlock.Spec{Policy: pol, Harness: e.Harness, Command: argv, Environ: e.Environ,
-			Timeout: o.timeout, Grace: o.grace, MaxOutput: 64 << 10})
-		return out, err
+		return onLandlock(ctx, e, ws, set, argv, o)
 	}
 	pol, err := bwrap.PolicyOf(set, ws, e.Harness)
 	if err != nil {
@@ -285,12 +278,18 @@ func confined(ctx context.Context, e *Env, ws string, set capabilities.Set, scri
 	for _, o := range opt {
 		o(&s)
 	}
+	return onLandlock(ctx, e, ws, set, []string{"/bin/sh", "-c", script}, runOptions{timeout: s.Timeout, grace: s.Grace})
+}
+
+// onLandlock runs argv on the landlock substrate as a run of set on ws
+// does, with the system PATH and the options' read-only paths and bounds.
+func onLandlock(ctx context.Context, e *Env, ws string, set capabilities.Set, argv []string, o runOptions) (substrate.Outcome, error) {
 	pol, err := landlock.PolicyOf(set, ws)
 	if err != nil {
 		return substrate.Outcome{}, err
 	}
-	pol.SystemPath = true
-	out, _, err := landlock.Run(ctx, landlock.Spec{Policy: pol, Harness: e.Harness, Command: []string{"/bin/sh", "-c", script},
-		Environ: e.Environ, Timeout: s.Timeout, Grace: s.Grace, MaxOutput: 64 << 10})
+	pol.SystemPath, pol.ReadOnly = true, o.readOnly
+	out, _, err := landlock.Run(ctx, landlock.Spec{Policy: pol, Harness: e.Harness, Command: argv, Environ: e.Environ,
+		Timeout: o.timeout, Grace: o.grace, MaxOutput: 64 << 10})
 	return out, err
 }
