@@ -1,9 +1,11 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
@@ -282,4 +285,40 @@ func TestHoppersDieAtTheDeadline(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNestedRunsExclude starts a bwrap run in a workspace and, while it
+// goes on, a landlock run of a workspace inside it, read-only and
+// writable: the enclosing run's command could change the nested one while
+// its rules are made, so the nested run is refused, on every access. (An
+// enclosing landlock run in the same process is not seen: its lock is
+// held by this process, not by a sandbox's, and the look above reads a
+// lock of this process as its own. Separate cordon processes do see it.)
+func TestNestedRunsExclude(t *testing.T) {
+	needBwrap(t)
+	func(t *testing.T, sub string) {
+		outer := workspace(t, base(t))
+		inner := filepath.Join(outer, "inner")
+		os.Mkdir(inner, 0o755)
+		started := filepath.Join(outer, "started")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			run(t, newPolicy(outer), "touch started; sleep 3", on(sub))
+		}()
+		for range 200 {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		for _, access := range []bwrap.Access{bwrap.AccessRead, bwrap.AccessWrite} {
+			_, err := runSpec(context.Background(), Spec{Substrate: landlock.Name, Command: []string{"true"},
+				Policy: newPolicy(inner).WithAccess(access), Timeout: 10 * time.Second})
+			if err == nil || !strings.Contains(err.Error(), "going on") {
+				t.Errorf("a landlock run (%s) of %s while a %s run of %s goes on = %v; want a refusal", access, inner, sub, outer, err)
+			}
+		}
+		<-done
+	}(t, bwrap.Name)
 }

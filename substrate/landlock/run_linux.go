@@ -118,16 +118,16 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		Workspace: ws, Argv: s.Command, Env: env, Read: read, Proc: true, Devices: Devices,
 		Write: []string{scratch}, Scratch: scratch, Network: p.Network, Ports: p.Ports, Seccomp: p.Seccomp(),
 	}
+	// The workspace's run lock, as every native run of it holds, whatever
+	// its access: no run of an enclosing workspace changes it while the
+	// rules are made, and none of a nested one starts meanwhile.
+	sess, err := placeholder.Begin(h.StateDir(), ws)
+	if err != nil {
+		return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
+	}
+	defer sess.End()
 	var prot *harness.Protected
 	if p.Access == AccessWrite {
-		// The workspace's run lock, as every native run of it holds: no
-		// run of an enclosing workspace changes it while the rules are
-		// made.
-		sess, err := placeholder.Begin(h.StateDir(), ws)
-		if err != nil {
-			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
-		}
-		defer sess.End()
 		// Harness state exists before the run, as on every substrate (the
 		// tool could not create it at the top level anyway).
 		for _, st := range h.State() {
