@@ -187,6 +187,8 @@ func probeLimits(ctx context.Context, e *Env) (string, bool, error) {
 	switch {
 	case !refused || n >= most:
 		return fmt.Sprintf("the fork bomb forked %d processes under pids:64 (refused: %v; %s)", n, refused, lastLine(fork.Stderr)), false, nil
+	case mem.Canceled || mem.TimedOut:
+		return fmt.Sprintf("the balloon did not end by itself (%s): the limit was not seen to hold", mem.String()), false, nil
 	case held || mem.ExitCode == 0:
 		return fmt.Sprintf("the balloon held 256MiB under memory:32MiB (exit %d)", mem.ExitCode), false, nil
 	}

@@ -196,6 +196,11 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		t.Kill()
 	case <-ctx.Done():
 		initFD <- -1 // Wait sees ctx too: the command never starts
+		// Nothing was proved a sandbox: what ran (a bwrap that ignores
+		// its options runs the command at once) is not a sandboxed run.
+		refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
+			detail: "canceled before the sandbox was verified; the command was not let start"}
+		t.Kill()
 	}
 	o := t.Wait(ctx)
 	if refused != nil {
