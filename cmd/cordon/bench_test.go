@@ -105,7 +105,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
 
-	var cli, raw, lib, bare []time.Duration
+	var cli, raw, lib, bare, prep []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		c := exec.Command(cordon, "exec", "--", "true")
@@ -121,6 +121,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		prep = append(prep, time.Since(start))
 		res, err := rt.Run(context.Background(), p)
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("runtime.Run: %v %v", res, err)
@@ -138,6 +139,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.ReportMetric(float64(mc)/float64(mr), "cordon/bwrap")
 	b.ReportMetric(float64(ml)/float64(mr), "runtime.Run/bwrap")
 	b.ReportMetric(float64(mr)/float64(mb), "bwrap/bare")
+	b.ReportMetric(float64(median(prep).Microseconds()), "prep-µs")
 	b.ReportMetric(0, "ns/op") // the per-op time mixes four commands; the medians above are the figures
 }
 

@@ -97,9 +97,17 @@ func cgroupMounts() map[string]string {
 }
 
 // selfCgroups maps each v1 controller to this process's cgroup path.
-func selfCgroups() map[string]string {
+func selfCgroups() map[string]string { return cgroupsOf(0) }
+
+// cgroupsOf maps each v1 controller to the cgroup path of process pid
+// (0: this process); empty when the process is gone.
+func cgroupsOf(pid int) map[string]string {
 	m := map[string]string{}
-	data, err := os.ReadFile("/proc/self/cgroup")
+	file := "/proc/self/cgroup"
+	if pid > 0 {
+		file = "/proc/" + strconv.Itoa(pid) + "/cgroup"
+	}
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return m
 	}
@@ -119,7 +127,9 @@ func selfCgroups() map[string]string {
 type Group struct {
 	plan  Plan
 	extra int
+	id    string            // the name of the run's cgroups
 	dirs  map[string]string // controller → the run's cgroup
+	nproc uint64            // RLIMIT_NPROC, fixed at the first Add
 }
 
 // Start makes the run's cgroups (cordon-<random> below this process's),
@@ -127,10 +137,10 @@ type Group struct {
 // processes that run in them beside the tool's (bwrap and the sandbox's
 // init: 2).
 func (p Plan) Start(extra int) (*Group, error) {
-	g := &Group{plan: p, extra: extra, dirs: map[string]string{}}
 	var name [8]byte
 	rand.Read(name[:])
 	id := "cordon-" + hex.EncodeToString(name[:])
+	g := &Group{plan: p, extra: extra, id: id, dirs: map[string]string{}}
 	mk := func(c string, files ...string) error {
 		dir := filepath.Join(p.host.V1[c], id)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -168,12 +178,22 @@ func (p Plan) Start(extra int) (*Group, error) {
 	return g, nil
 }
 
-// Add puts the process pid — the run's first, which has not started the
+// Add puts the process pid — one of the run's, which has not started the
 // tool yet — in the run's cgroups and sets its rlimits, which every
-// process it starts inherits.
+// process it starts inherits. A process already in the run's cgroups (a
+// child of one added before it forked) is not moved again: a move (v1)
+// waits for the kernel's RCU, milliseconds. Calls of Add are not
+// concurrent.
 func (g *Group) Add(pid int) error {
+	var member map[string]string
 	for _, c := range []string{"memory", "pids"} {
 		if dir, ok := g.dirs[c]; ok {
+			if member == nil {
+				member = cgroupsOf(pid)
+			}
+			if strings.HasSuffix(member[c], "/"+g.id) {
+				continue
+			}
 			if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 				if errors.Is(err, unix.ESRCH) {
 					return fmt.Errorf("%w: %w", ErrGone, err)
@@ -197,7 +217,10 @@ func (g *Group) Add(pid int) error {
 		}
 	}
 	if g.plan.Pids == Rlimit {
-		n := uint64(userProcesses(g.plan.host.UID) + g.plan.Spec.Pids + g.extra)
+		if g.nproc == 0 {
+			g.nproc = uint64(userProcesses(g.plan.host.UID) + g.plan.Spec.Pids + g.extra)
+		}
+		n := g.nproc
 		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", n, n); err != nil {
 			return err
 		}
@@ -209,6 +232,31 @@ func (g *Group) Add(pid int) error {
 		}
 	}
 	return nil
+}
+
+// Enter moves the calling thread, which is locked to its goroutine and
+// about to fork the run's first process, into the run's cgroups, so that
+// the process is born in them; leave moves the thread back to this
+// process's cgroups. A thread that moves itself is not a whole process's
+// move, which (v1) takes the kernel's cgroup threadgroup lock for writing
+// and with it waits for an RCU grace period: milliseconds.
+func (g *Group) Enter() (leave func(), err error) {
+	var entered []string
+	leave = func() {
+		for _, c := range entered {
+			writeFile(filepath.Join(g.plan.host.V1[c], "tasks"), "0")
+		}
+	}
+	for _, c := range []string{"memory", "pids"} {
+		if dir, ok := g.dirs[c]; ok {
+			if err := writeFile(filepath.Join(dir, "tasks"), "0"); err != nil {
+				leave()
+				return func() {}, err
+			}
+			entered = append(entered, c)
+		}
+	}
+	return leave, nil
 }
 
 // MemoryExceeded reports whether the run reached its memory cgroup's limit

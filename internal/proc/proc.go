@@ -68,6 +68,11 @@ type Spec struct {
 	// FreshKeyring: the thread that forks the root joins a new, empty
 	// session keyring first, so the caller's keys stay out.
 	FreshKeyring bool
+	// Enter, if set, runs on the thread that forks the root, just before
+	// the fork: the root starts where that thread then is (in its
+	// cgroups). The leave it returns runs on the same thread once the
+	// root has started (or failed to).
+	Enter func() (leave func(), err error)
 	// Logger receives debug records (discarded if nil).
 	Logger *slog.Logger
 }
@@ -95,6 +100,12 @@ func (e *KeyringError) Error() string {
 	return "cannot give the command a session keyring of its own: " + e.Err.Error()
 }
 func (e *KeyringError) Unwrap() error { return e.Err }
+
+// EnterError is a failure of [Spec.Enter]: the root did not start.
+type EnterError struct{ Err error }
+
+func (e *EnterError) Error() string { return e.Err.Error() }
+func (e *EnterError) Unwrap() error { return e.Err }
 
 // Start starts the tree. An error means the root did not start.
 func Start(s Spec) (*Tree, error) {
@@ -147,7 +158,16 @@ func Start(s Spec) (*Tree, error) {
 				return
 			}
 		}
+		leave := func() {}
+		if s.Enter != nil {
+			var err error
+			if leave, err = s.Enter(); err != nil {
+				started <- &EnterError{err}
+				return // the thread ends with the goroutine, wherever it is
+			}
+		}
 		err := cmd.Start()
+		leave() // before anyone hears that the root started
 		started <- err
 		if err != nil {
 			return

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -92,6 +93,20 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	}()
 	prepared := make(chan error, 1)
 	go func() { prepared <- sb.build(s.Environ) }()
+	// The run's cgroups are made meanwhile too; bwrap is born in them.
+	made := make(chan *limits.Group, 1)
+	var madeErr error
+	go func() {
+		g, err := s.Policy.limits.Start(sandboxProcesses)
+		madeErr = err
+		made <- g
+	}()
+	group := sync.OnceValue(func() *limits.Group { return <-made })
+	defer func() {
+		if g := group(); g != nil {
+			g.Close()
+		}
+	}()
 	bin := s.Bwrap
 	if bin == "" {
 		path, _ := lookupEnv(s.Environ, "PATH")
@@ -111,36 +126,37 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		<-prepared
 		return substrate.Outcome{}, err
 	}
-	// The run's cgroups exist before bwrap starts; bwrap joins them (and
-	// takes its rlimits) while it waits for its options, before it forks
-	// anything.
-	grp, err := s.Policy.limits.Start(sandboxProcesses)
-	if err != nil {
+	grp := group()
+	if grp == nil {
 		<-prepared
-		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
+		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: madeErr, detail: madeErr.Error()}
 	}
-	defer grp.Close()
 	// bwrap in a process group of its own (its --new-session gives the
 	// command a session), killed should the thread that forks it die.
 	cmd.SysProcAttr = bwrapAttr()
 	s.Logger.Debug("run", "policy", s.Policy.String(), "bwrap", bin, "command", s.Command)
 	t, err := proc.Start(proc.Spec{
 		Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace,
-		Supervised: true, FreshKeyring: true, Logger: s.Logger,
+		Supervised: true, FreshKeyring: true, Enter: grp.Enter, Logger: s.Logger,
 	})
 	sb.launched()
-	// bwrap joins the run's cgroups while the host side is still being
-	// prepared: moving a task between cgroups (v1) waits for the kernel's
-	// RCU, milliseconds that would otherwise come on top.
+	// bwrap is born in the run's cgroups (the thread that forks it enters
+	// them first: moving a whole process, v1, waits for the kernel's RCU,
+	// milliseconds). Its rlimits are set while it reads its options and
+	// sets the sandbox up; the sandbox's init, which bwrap may have forked
+	// before, is checked and given them too before the command is let
+	// start (limited, below): nothing else of the run exists by then.
 	added := make(chan error, 1)
 	if err == nil {
 		go func() { added <- grp.Add(t.Pid()) }()
 	} else {
 		added <- nil
 	}
+	addErr := sync.OnceValue(func() error { return <-added })
+	defer addErr() // before grp.Close, which the move must not race
 	var keyErr *proc.KeyringError
+	var enterErr *proc.EnterError
 	prepErr := <-prepared
-	addErr := <-added
 	switch {
 	case prepErr != nil && err == nil:
 		t.Kill() // before it gets any option: it never sets anything up
@@ -149,18 +165,10 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{}, prepErr
 	case prepErr != nil:
 		return substrate.Outcome{}, prepErr
-	case errors.As(err, &keyErr):
+	case errors.As(err, &keyErr), errors.As(err, &enterErr):
 		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
 	case err != nil:
 		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
-	}
-	// (A bwrap that is gone already got no option; what it did is
-	// judged below, as for any bwrap that ends early.)
-	if err := addErr; err != nil && !errors.Is(err, limits.ErrGone) {
-		t.Kill() // before it gets any option
-		sb.Close()
-		t.Wait(ctx)
-		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	if err := sb.sendArgs(); err != nil {
 		// bwrap is gone already (EPIPE): what it said is its failure.
@@ -182,6 +190,14 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			initFD <- -1
 			if !errors.Is(err, errInitGone) {
 				refused = err
+			}
+			t.Kill() // never released: the command does not start
+			break
+		}
+		if err := limited(grp, addErr, rec.ChildPID); err != nil {
+			initFD <- -1
+			if !errors.Is(err, limits.ErrGone) {
+				refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 			}
 			t.Kill() // never released: the command does not start
 			break
@@ -225,6 +241,17 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
 	}
 	return substrate.Outcome{}, sb.failure(ctx, o.Stderr)
+}
+
+// limited waits until bwrap is in the run's limits (added) and puts the
+// sandbox's init, which starts the command, in them too. A process that is
+// gone is [limits.ErrGone]: the sandbox ended before its command started,
+// and what bwrap said is the failure.
+func limited(grp *limits.Group, added func() error, init int) error {
+	if err := added(); err != nil {
+		return err
+	}
+	return grp.Add(init)
 }
 
 // errInitGone: the process bwrap reported ended before it could be

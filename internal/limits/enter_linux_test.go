@@ -1,0 +1,76 @@
+package limits
+
+import (
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// TestEnterBearsTheChildInTheCgroups: a process forked by a thread that
+// entered the run's cgroups is born in them, with the limit written, and
+// the thread is back in this process's cgroups afterwards.
+func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
+	h := Detect()
+	if h.UID != 0 {
+		t.Skip("cgroups are made only as root here; the unprivileged user's limits are rlimits")
+	}
+	_, ok := h.V1["pids"]
+	testenv.Require(t, ok, "no pids cgroup can be made here: %s", h.Why["pids"])
+	p, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.Start(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	type forked struct {
+		cmd    *exec.Cmd
+		thread map[string]string
+		err    error
+	}
+	done := make(chan forked, 1)
+	go func() {
+		goruntime.LockOSThread() // ends locked: the thread goes with the goroutine
+		leave, err := g.Enter()
+		if err != nil {
+			done <- forked{err: err}
+			return
+		}
+		cmd := exec.Command("sleep", "5")
+		err = cmd.Start()
+		leave()
+		done <- forked{cmd: cmd, err: err, thread: cgroupsOf(unix.Gettid())}
+	}()
+	f := <-done
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	defer f.cmd.Process.Kill()
+	child := cgroupsOf(f.cmd.Process.Pid)
+	if !strings.HasSuffix(child["pids"], "/"+g.id) {
+		t.Errorf("the child's pids cgroup is %q; want the run's, %s", child["pids"], g.id)
+	}
+	if strings.Contains(f.thread["pids"], g.id) {
+		t.Errorf("the forking thread is still in the run's cgroup: %q", f.thread["pids"])
+	}
+	max, err := os.ReadFile(g.dirs["pids"] + "/pids.max")
+	if err != nil || strings.TrimSpace(string(max)) != strconv.Itoa(7+2) {
+		t.Errorf("pids.max = %q %v; want 9", max, err)
+	}
+	// Add of a process already in the cgroups leaves it there.
+	if err := g.Add(f.cmd.Process.Pid); err != nil {
+		t.Errorf("Add of a member: %v", err)
+	}
+	if c := cgroupsOf(f.cmd.Process.Pid); c["pids"] != child["pids"] {
+		t.Errorf("after Add: %q, was %q", c["pids"], child["pids"])
+	}
+}
