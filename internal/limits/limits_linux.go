@@ -129,7 +129,7 @@ type Group struct {
 	extra int
 	id    string            // the name of the run's cgroups
 	dirs  map[string]string // controller → the run's cgroup
-	nproc uint64            // RLIMIT_NPROC, fixed at the first Add
+	nproc uint64            // RLIMIT_NPROC: the user's tasks before the run, plus the run's
 }
 
 // Start makes the run's cgroups (cordon-<random> below this process's),
@@ -175,6 +175,12 @@ func (p Plan) Start(extra int) (*Group, error) {
 			return nil, err
 		}
 	}
+	if p.Pids == Rlimit {
+		// Counted before anything of the run exists: counted later, the
+		// run's first processes (and whatever else came meanwhile) would
+		// be counted as the user's others and added to the tool's share.
+		g.nproc = uint64(userProcesses(p.host.UID) + p.Spec.Pids + extra)
+	}
 	return g, nil
 }
 
@@ -217,9 +223,6 @@ func (g *Group) Add(pid int) error {
 		}
 	}
 	if g.plan.Pids == Rlimit {
-		if g.nproc == 0 {
-			g.nproc = uint64(userProcesses(g.plan.host.UID) + g.plan.Spec.Pids + g.extra)
-		}
 		n := g.nproc
 		if err := set(unix.RLIMIT_NPROC, "RLIMIT_NPROC", n, n); err != nil {
 			return err

@@ -142,18 +142,17 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	sb.launched()
 	// bwrap is born in the run's cgroups (the thread that forks it enters
 	// them first: moving a whole process, v1, waits for the kernel's RCU,
-	// milliseconds). Its rlimits are set while it reads its options and
-	// sets the sandbox up; the sandbox's init, which bwrap may have forked
-	// before, is checked and given them too before the command is let
-	// start (limited, below): nothing else of the run exists by then.
+	// milliseconds). It gets its rlimits while the host side is still
+	// being prepared, and its options only after that: the sandbox's
+	// processes inherit them, and the user namespace bwrap creates keeps
+	// the RLIMIT_NPROC its creator had then as the bound of every count
+	// inside it.
 	added := make(chan error, 1)
 	if err == nil {
 		go func() { added <- grp.Add(t.Pid()) }()
 	} else {
 		added <- nil
 	}
-	addErr := sync.OnceValue(func() error { return <-added })
-	defer addErr() // before grp.Close, which the move must not race
 	var keyErr *proc.KeyringError
 	var enterErr *proc.EnterError
 	prepErr := <-prepared
@@ -169,6 +168,14 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
 	case err != nil:
 		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
+	}
+	// (A bwrap that is gone already got no option; what it did is
+	// judged below, as for any bwrap that ends early.)
+	if err := <-added; err != nil && !errors.Is(err, limits.ErrGone) {
+		t.Kill() // before it gets any option
+		sb.Close()
+		t.Wait(ctx)
+		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	if err := sb.sendArgs(); err != nil {
 		// bwrap is gone already (EPIPE): what it said is its failure.
@@ -190,14 +197,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			initFD <- -1
 			if !errors.Is(err, errInitGone) {
 				refused = err
-			}
-			t.Kill() // never released: the command does not start
-			break
-		}
-		if err := limited(grp, addErr, rec.ChildPID); err != nil {
-			initFD <- -1
-			if !errors.Is(err, limits.ErrGone) {
-				refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 			}
 			t.Kill() // never released: the command does not start
 			break
@@ -241,17 +240,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
 	}
 	return substrate.Outcome{}, sb.failure(ctx, o.Stderr)
-}
-
-// limited waits until bwrap is in the run's limits (added) and puts the
-// sandbox's init, which starts the command, in them too. A process that is
-// gone is [limits.ErrGone]: the sandbox ended before its command started,
-// and what bwrap said is the failure.
-func limited(grp *limits.Group, added func() error, init int) error {
-	if err := added(); err != nil {
-		return err
-	}
-	return grp.Add(init)
 }
 
 // errInitGone: the process bwrap reported ended before it could be
