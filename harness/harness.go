@@ -82,9 +82,10 @@ var homeWriteLater = []string{
 
 // Environment variables of the CLI's configuration ([FromEnv]).
 const (
-	EnvConfig   = "CORDON_CONFIG"    // a JSON file: {"harness_state", "write_later", "state_dir", "cache_dir"}
+	EnvConfig   = "CORDON_CONFIG"    // a JSON file: {"harness_state", "write_later", "state_dir", "cache_dir", "roots_dir"}
 	EnvStateDir = "CORDON_STATE_DIR" // the per-user state directory (key store, run locks)
 	EnvCacheDir = "CORDON_CACHE_DIR" // the per-user cache directory (compiled code)
+	EnvRootsDir = "CORDON_ROOTS_DIR" // where cordon makes disposable roots
 )
 
 // Config is the harness's configuration. The zero Config is not valid:
@@ -94,6 +95,7 @@ type Config struct {
 	writeLater []string
 	stateDir   string
 	cacheDir   string
+	rootsDir   string
 	home       string // the caller's home, for ~ in git's configuration
 	set        bool
 	// resolved holds stateDir and cacheDir with their symlinks resolved,
@@ -129,6 +131,7 @@ func Default() Config {
 		writeLater: slices.Clone(defaultWriteLater),
 		stateDir:   xdgDir("XDG_STATE_HOME", home, ".local/state"),
 		cacheDir:   xdgDir("XDG_CACHE_HOME", home, ".cache"),
+		rootsDir:   filepath.Join(xdgDir("XDG_DATA_HOME", home, ".local/share"), "roots"),
 		home:       home,
 		set:        true,
 		resolved:   &resolvedPair{},
@@ -181,6 +184,9 @@ func (c Config) WithCacheDir(dir string) Config {
 	c.cacheDir, c.resolved = dir, &resolvedPair{}
 	return c
 }
+
+// WithRootsDir returns a copy whose disposable roots are made in dir.
+func (c Config) WithRootsDir(dir string) Config { c.rootsDir = dir; return c }
 
 // WithHome returns a copy that resolves "~" in git's configuration
 // against home (the caller's home directory by default).
@@ -236,6 +242,13 @@ func (c Config) StateDir() string { return c.stateDir }
 // there.
 func (c Config) CacheDir() string { return c.cacheDir }
 
+// RootsDir returns the directory disposable roots are made in: cordon's
+// own, outside every origin ($XDG_DATA_HOME/cordon/roots, or
+// ~/.local/share/cordon/roots; inside the home directory, which sandboxes
+// do not see). The records that make them roots are in the state
+// directory.
+func (c Config) RootsDir() string { return c.rootsDir }
+
 // Home returns the home directory "~" stands for in git's configuration.
 func (c Config) Home() string { return c.home }
 
@@ -257,9 +270,9 @@ func (c Config) Validate() error {
 			return refusal.Errorf(refusal.InvalidPolicy, "harness: write-later path %q: %v", w, err)
 		}
 	}
-	for _, d := range []struct{ what, dir string }{{"state", c.stateDir}, {"cache", c.cacheDir}} {
-		if d.dir == "" {
-			return refusal.Errorf(refusal.InvalidPolicy, "harness: no %s directory: set %s or HOME", d.what, map[string]string{"state": EnvStateDir, "cache": EnvCacheDir}[d.what])
+	for _, d := range []struct{ what, dir string }{{"state", c.stateDir}, {"cache", c.cacheDir}, {"roots", c.rootsDir}} {
+		if d.dir == "" || d.dir == "roots" {
+			return refusal.Errorf(refusal.InvalidPolicy, "harness: no %s directory: set %s or HOME", d.what, map[string]string{"state": EnvStateDir, "cache": EnvCacheDir, "roots": EnvRootsDir}[d.what])
 		}
 		if !filepath.IsAbs(d.dir) || filepath.Clean(d.dir) != d.dir || d.dir == "/" {
 			return refusal.Errorf(refusal.InvalidPolicy, "harness: %s directory %q is not an absolute, clean path below /", d.what, d.dir)
@@ -295,6 +308,7 @@ type fileConfig struct {
 	WriteLater   []string `json:"write_later"`
 	StateDir     string   `json:"state_dir"`
 	CacheDir     string   `json:"cache_dir"`
+	RootsDir     string   `json:"roots_dir"`
 }
 
 // maxConfigFile bounds a configuration file.
@@ -302,10 +316,11 @@ const maxConfigFile = 64 << 10
 
 // FromEnv returns the configuration of the CLI: [Default], changed by the
 // JSON file CORDON_CONFIG names (fields harness_state and write_later
-// replace the lists; state_dir and cache_dir set the directories), then by
-// CORDON_STATE_DIR and CORDON_CACHE_DIR. getenv is os.Getenv in the CLI.
-// The file's path is returned with the Config, so that the caller can
-// refuse a workspace that contains it.
+// replace the lists; state_dir, cache_dir and roots_dir set the
+// directories), then by CORDON_STATE_DIR, CORDON_CACHE_DIR and
+// CORDON_ROOTS_DIR. getenv is os.Getenv in the CLI. The file's path is
+// returned with the Config, so that the caller can refuse a workspace that
+// contains it.
 func FromEnv(getenv func(string) string) (Config, string, error) {
 	c := Default()
 	file := getenv(EnvConfig)
@@ -338,12 +353,18 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 		if fc.CacheDir != "" {
 			c = c.WithCacheDir(fc.CacheDir)
 		}
+		if fc.RootsDir != "" {
+			c = c.WithRootsDir(fc.RootsDir)
+		}
 	}
 	if d := getenv(EnvStateDir); d != "" {
 		c = c.WithStateDir(d)
 	}
 	if d := getenv(EnvCacheDir); d != "" {
 		c = c.WithCacheDir(d)
+	}
+	if d := getenv(EnvRootsDir); d != "" {
+		c = c.WithRootsDir(d)
 	}
 	return c, file, c.Validate()
 }

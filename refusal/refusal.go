@@ -139,6 +139,15 @@ var (
 	// WorkspaceRefused: the directory cannot be a workspace (it contains
 	// cordon's trusted state, or is a system directory).
 	WorkspaceRefused = newKind(Policy, "WorkspaceRefused", "workspace refused")
+	// NotARoot: the directory is not a disposable root cordon made (no
+	// record of it, or a record of another directory).
+	NotARoot = newKind(Policy, "NotARoot", "not a disposable root")
+	// OriginChanged: applying a root would overwrite what changed in its
+	// origin since the root was made.
+	OriginChanged = newKind(Policy, "OriginChanged", "the origin changed since the root was made")
+	// AutonomyRefused: a precondition of the autonomy level asked for
+	// does not hold; nothing ran.
+	AutonomyRefused = newKind(Policy, "AutonomyRefused", "autonomy preconditions not met")
 
 	// SandboxUnavailable: the substrate cannot create a sandbox on this
 	// host. Nothing ran.

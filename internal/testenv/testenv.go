@@ -34,7 +34,7 @@ func Require(t testing.TB, ok bool, format string, args ...any) {
 func Harness(t testing.TB) harness.Config {
 	t.Helper()
 	dir := t.TempDir()
-	return harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
+	return harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache")).WithRootsDir(filepath.Join(dir, "roots"))
 }
 
 // IsolateHarness points the CLI's harness configuration (CORDON_STATE_DIR,
@@ -45,6 +45,7 @@ func IsolateHarness(t *testing.T) harness.Config {
 	h := Harness(t)
 	t.Setenv(harness.EnvStateDir, h.StateDir())
 	t.Setenv(harness.EnvCacheDir, h.CacheDir())
+	t.Setenv(harness.EnvRootsDir, h.RootsDir())
 	t.Setenv(harness.EnvConfig, "")
 	return h
 }
@@ -58,7 +59,7 @@ func Main(m *testing.M, h *harness.Config) {
 	if err != nil {
 		panic(err)
 	}
-	*h = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache"))
+	*h = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache")).WithRootsDir(filepath.Join(dir, "roots"))
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

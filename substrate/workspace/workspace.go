@@ -88,6 +88,7 @@ type Config struct {
 	maxFileSize int64
 	maxEntries  int
 	sync        bool
+	allowLater  func(canon string) bool
 }
 
 // Option changes a [Config].
@@ -104,6 +105,15 @@ func WithHarness(h harness.Config) Option { return func(c *Config) { c.harness =
 // harness state there. The directory is still refused when it holds
 // cordon's trusted state.
 func WithoutHarnessState() Option { return func(c *Config) { c.noState = true } }
+
+// WithWriteLaterAllowed lets changes through to the write-later paths for
+// which allow (given a canonical workspace-relative path) says yes: for a
+// person who named those paths explicitly (cordon root apply), never for
+// a tool. Harness state stays refused, and so do the directories that
+// must stay in place.
+func WithWriteLaterAllowed(allow func(canon string) bool) Option {
+	return func(c *Config) { c.allowLater = allow }
+}
 
 // WithMaxFileSize bounds reads and writes, in bytes.
 func WithMaxFileSize(n int64) Option { return func(c *Config) { c.maxFileSize = n } }

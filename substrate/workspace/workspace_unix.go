@@ -94,6 +94,8 @@ func (w *Workspace) mayChange(op, name, canon string, keep bool) error {
 	switch v, what, why := p.Check(canon); {
 	case v == harness.InState:
 		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrHarnessState, detail: what}
+	case v == harness.InWriteLater && w.cfg.allowLater != nil && w.cfg.allowLater(canon):
+		return nil // named by the person who asked for the change
 	case v == harness.InWriteLater:
 		return &PathError{Op: op, Path: name, Root: w.root, Err: ErrWriteLater, detail: why, protected: what}
 	case v == harness.IsPinned && keep:

@@ -1,0 +1,442 @@
+package roots
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/substrate/workspace"
+)
+
+// Applied is what an apply did.
+type Applied struct {
+	Root    *Root    `json:"root"`
+	Applied []Change `json:"applied"`
+	// Left are the changes of the root's git directory, which are never
+	// applied.
+	Left []Change `json:"left,omitempty"`
+}
+
+// stepHook, when set (by tests), runs before each change goes into
+// place: an error there is a failure half-way.
+var stepHook func(path string) error
+
+// maxApplied bounds one file apply copies into the origin.
+const maxApplied = 1 << 30
+
+// Apply copies the root's changes back into its origin: all of them, or
+// those at or below paths (root-relative). It writes through the origin's
+// workspace guard (no symlink followed, harness state never written,
+// hard-linked files refused), reads the root through no symlink, and is
+// all or nothing: every new file is staged beside its target first, then
+// the changes are renamed into place, and an error half-way puts back what
+// was replaced.
+//
+// It refuses — changing nothing — a change where the origin changed since
+// the root was made ([refusal.OriginChanged]), a change to a write-later
+// path that paths does not name ([refusal.WriteLater]), and a symlink
+// whose target leaves the origin ([refusal.OutsideWorkspace]).
+func (rs *Roots) Apply(ctx context.Context, r *Root, paths []string) (*Applied, error) {
+	d, err := rs.Diff(r)
+	if err != nil {
+		return nil, err
+	}
+	named := map[string]bool{}
+	for _, p := range paths {
+		c := path.Clean(strings.TrimPrefix(p, "./"))
+		if c == "." || path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+			return nil, refusal.Errorf(refusal.Invalid, "apply: %q is not a path inside the root", p)
+		}
+		named[c] = true
+	}
+	var sel []Change
+	for n := range named {
+		if !slices.ContainsFunc(d.Changes, func(c Change) bool { return c.Path == n || strings.HasPrefix(c.Path, n+"/") }) {
+			return nil, refusal.Errorf(refusal.NotFound, "apply: the root has no change at %s (cordon root diff %s lists them)", n, r.ID)
+		}
+	}
+	for _, c := range d.Changes {
+		if len(named) == 0 || named[c.Path] || slices.ContainsFunc(paths, func(p string) bool { return strings.HasPrefix(c.Path, path.Clean(p)+"/") }) {
+			sel = append(sel, c)
+		}
+	}
+	if err := refuseApply(r, sel, named); err != nil {
+		return nil, err
+	}
+	allowed := map[string]bool{}
+	for _, c := range sel {
+		if c.WriteLater != "" {
+			allowed[c.Path] = true
+		}
+	}
+	tx := &applyTx{root: r, allowed: allowed, dir: ".cordon-apply-" + randomTag()}
+	origin, err := workspace.Open(r.Origin, workspace.WithHarness(rs.h), workspace.WithSync(true),
+		workspace.WithWriteLaterAllowed(func(canon string) bool { return tx.allowed[canon] }))
+	if err != nil {
+		return nil, err
+	}
+	defer origin.Close()
+	tx.origin = origin
+	rootF, err := os.OpenFile(r.Path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rootF.Close()
+	tx.rootFD = int(rootF.Fd())
+	if err := origin.Mkdir(tx.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("apply: cannot make the staging directory %s in the origin: %w", tx.dir, err)
+	}
+	err = tx.run(sel)
+	if err != nil {
+		tx.rollback()
+	}
+	tx.cleanup()
+	if err != nil {
+		return nil, err
+	}
+	if err := rs.rebase(r, sel); err != nil {
+		return nil, fmt.Errorf("the changes were applied, but the root's record could not be updated: %w", err)
+	}
+	return &Applied{Root: r, Applied: sel, Left: d.Git}, nil
+}
+
+// refuseApply lists every reason the selected changes may not go back.
+func refuseApply(r *Root, sel []Change, named map[string]bool) error {
+	var conflicts, later, links []string
+	for _, c := range sel {
+		if c.Conflict != "" {
+			conflicts = append(conflicts, c.Path+" ("+c.Conflict+")")
+		}
+		if c.WriteLater != "" && !explicit(c, named) {
+			later = append(later, c.Path+" ("+c.WriteLater+")")
+		}
+		if c.New != nil && c.New.Type == "symlink" {
+			t := c.New.Target
+			if path.IsAbs(t) || strings.HasPrefix(path.Clean(path.Join(path.Dir(c.Path), t)), "../") || path.Clean(path.Join(path.Dir(c.Path), t)) == ".." {
+				links = append(links, fmt.Sprintf("%s -> %s", c.Path, t))
+			}
+		}
+		if c.New != nil && c.New.Type == "other" {
+			return refusal.Errorf(refusal.Invalid, "apply: %s in the root is a FIFO, socket or device; only files, directories and symlinks go back", c.Path)
+		}
+	}
+	switch {
+	case len(conflicts) > 0:
+		return refusal.Errorf(refusal.OriginChanged, "refusing to apply root %s: the origin %s changed since the root was made at %s, and applying would overwrite that work: %s. Nothing was changed; apply the other paths by naming them, or make a new root", r.ID, r.Origin, strings.Join(conflicts, "; "), r.Created.Format(time.RFC3339))
+	case len(later) > 0:
+		return refusal.Errorf(refusal.WriteLater, "refusing to apply root %s: these changes are to write-later paths, which run or configure something later on the host: %s. Nothing was changed; review them and name each to apply it (cordon root apply %s PATH...), or name only the others", r.ID, strings.Join(later, "; "), r.ID)
+	case len(links) > 0:
+		return refusal.Errorf(refusal.OutsideWorkspace, "refusing to apply root %s: these symlinks point out of the origin: %s. Nothing was changed", r.ID, strings.Join(links, "; "))
+	}
+	return nil
+}
+
+// explicit reports whether the person named the change's write-later
+// path: the change's own path, the protected path, or a path inside it.
+func explicit(c Change, named map[string]bool) bool {
+	if named[c.Path] {
+		return true
+	}
+	for n := range named {
+		if n == c.WriteLaterPath || strings.HasPrefix(n, c.WriteLaterPath+"/") && strings.HasPrefix(c.Path, n+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func randomTag() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// applyTx is one apply: what it staged and did, to undo.
+type applyTx struct {
+	root    *Root
+	origin  *workspace.Workspace
+	rootFD  int
+	allowed map[string]bool
+	dir     string // the staging directory, at the origin's top
+	n       int
+	staged  map[string]string // target → its staged temporary
+	undo    []func() error
+	backups []string
+	whole   []string // directories set aside whole
+}
+
+// aside names a temporary or a backup in the staging directory: out of
+// every directory the apply may remove, and of every protected path.
+func (tx *applyTx) aside(what string) string {
+	tx.n++
+	return path.Join(tx.dir, fmt.Sprintf("%d.%s", tx.n, what))
+}
+
+func (tx *applyTx) run(sel []Change) error {
+	tx.staged = map[string]string{}
+	// Directories first (in path order, parents before children), then
+	// every file and link staged: nothing of the origin's is replaced yet.
+	for _, c := range sel {
+		if c.New == nil || c.New.Type != "dir" || c.Old != nil && c.Old.Type == "dir" {
+			continue
+		}
+		if c.Old != nil { // a file or link became a directory
+			if err := tx.setAside(c.Path); err != nil {
+				return err
+			}
+		}
+		if err := tx.mkdirAll(c.Path, c.New.Mode); err != nil {
+			return err
+		}
+	}
+	for _, c := range sel {
+		if c.New == nil || c.New.Type == "dir" {
+			continue
+		}
+		if err := tx.mkdirAll(path.Dir(c.Path), 0o755); err != nil {
+			return err
+		}
+		if err := tx.stage(c); err != nil {
+			return err
+		}
+	}
+	// Then into place: each replaced or removed entry is kept aside until
+	// the end (a directory whole, with what the root removed of it).
+	gone := func(p string) bool {
+		return slices.ContainsFunc(tx.whole, func(d string) bool { return strings.HasPrefix(p, d+"/") })
+	}
+	for _, c := range sel {
+		if gone(c.Path) {
+			continue
+		}
+		if stepHook != nil {
+			if err := stepHook(c.Path); err != nil {
+				return err
+			}
+		}
+		switch {
+		case c.New != nil && c.New.Type == "dir":
+			if c.Old != nil && c.Old.Type == "dir" && c.Old.Mode != c.New.Mode {
+				if err := tx.chmodDir(c.Path, c.Old.Mode, c.New.Mode); err != nil {
+					return err
+				}
+			}
+		case c.New != nil:
+			if c.Old != nil {
+				if err := tx.setAside(c.Path); err != nil {
+					return err
+				}
+				if c.Old.Type == "dir" {
+					tx.whole = append(tx.whole, c.Path)
+				}
+			} else if _, err := tx.origin.Lstat(c.Path); err == nil {
+				return refusal.Errorf(refusal.OriginChanged, "refusing to apply: %s appeared in the origin while applying; nothing was changed", c.Path)
+			}
+			tmp := tx.staged[c.Path]
+			if err := tx.origin.Rename(tmp, c.Path); err != nil {
+				return err
+			}
+			delete(tx.staged, c.Path)
+			tx.undo = append(tx.undo, func() error { return tx.origin.Remove(c.Path) })
+		case c.Old != nil && c.Old.Type != "dir":
+			if err := tx.setAside(c.Path); err != nil {
+				return err
+			}
+		}
+	}
+	// Removed directories last, deepest first: their entries are gone.
+	for i := len(sel) - 1; i >= 0; i-- {
+		c := sel[i]
+		if c.New == nil && c.Old != nil && c.Old.Type == "dir" && !gone(c.Path) {
+			if err := tx.origin.RemoveDir(c.Path); err != nil {
+				return err
+			}
+			mode := c.Old.Mode
+			tx.undo = append(tx.undo, func() error { return tx.origin.Mkdir(c.Path, fs.FileMode(mode)) })
+		}
+	}
+	return nil
+}
+
+// mkdirAll makes dir and its missing parents in the origin.
+func (tx *applyTx) mkdirAll(dir string, mode uint32) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	if st, err := tx.origin.Lstat(dir); err == nil {
+		if !st.IsDir() {
+			return refusal.Errorf(refusal.OriginChanged, "refusing to apply: %s is not a directory in the origin; nothing was changed", dir)
+		}
+		return nil
+	}
+	if err := tx.mkdirAll(path.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := tx.origin.Mkdir(dir, fs.FileMode(mode&0o777)|0o700); err != nil {
+		return err
+	}
+	tx.undo = append(tx.undo, func() error { return tx.origin.RemoveDir(dir) })
+	return tx.chmod(dir, mode)
+}
+
+func (tx *applyTx) chmod(name string, mode uint32) error {
+	f, err := tx.origin.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(fs.FileMode(mode&0o777) | modeBits(mode))
+}
+
+func (tx *applyTx) chmodDir(name string, old, mode uint32) error {
+	if err := tx.chmod(name, mode); err != nil {
+		return err
+	}
+	tx.undo = append(tx.undo, func() error { return tx.chmod(name, old) })
+	return nil
+}
+
+// modeBits turns setuid, setgid and sticky into fs.FileMode's.
+func modeBits(mode uint32) fs.FileMode {
+	var m fs.FileMode
+	if mode&unix.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if mode&unix.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if mode&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// stage writes the new content of c beside its target, read from the
+// root through no symlink and checked against the digest the diff saw.
+func (tx *applyTx) stage(c Change) error {
+	tmp := tx.aside("new")
+	switch c.New.Type {
+	case "symlink":
+		if err := tx.origin.Symlink(c.New.Target, tmp); err != nil {
+			return err
+		}
+	case "file":
+		data, err := readBeneath(tx.rootFD, c.Path, maxApplied)
+		if err != nil {
+			return fmt.Errorf("apply: cannot read %s in the root: %w", c.Path, err)
+		}
+		if digestOf(data) != c.New.Digest {
+			return refusal.Errorf(refusal.OriginChanged, "refusing to apply: %s changed in the root while applying; nothing was changed — review the diff again", c.Path)
+		}
+		f, err := tx.origin.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Chmod(fs.FileMode(c.New.Mode&0o777) | modeBits(c.New.Mode))
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			tx.origin.Remove(tmp)
+			return fmt.Errorf("apply: cannot stage %s: %w", c.Path, err)
+		}
+	}
+	tx.staged[c.Path] = tmp
+	return nil
+}
+
+// setAside renames what the origin has at name out of the way, to put
+// back should the apply fail.
+func (tx *applyTx) setAside(name string) error {
+	bak := tx.aside("old")
+	if err := tx.origin.Rename(name, bak); err != nil {
+		return err
+	}
+	tx.backups = append(tx.backups, bak)
+	tx.undo = append(tx.undo, func() error {
+		tx.backups = slices.DeleteFunc(tx.backups, func(b string) bool { return b == bak })
+		return tx.origin.Rename(bak, name)
+	})
+	return nil
+}
+
+// rollback undoes what was done, last first.
+func (tx *applyTx) rollback() {
+	for i := len(tx.undo) - 1; i >= 0; i-- {
+		tx.undo[i]()
+	}
+}
+
+// cleanup empties and removes the staging directory: what was staged and
+// not used, and what was set aside (the apply held, or was undone).
+func (tx *applyTx) cleanup() {
+	for _, p := range append(slices.Collect(maps.Values(tx.staged)), tx.backups...) {
+		tx.removeAll(p)
+	}
+	tx.origin.RemoveDir(tx.dir)
+}
+
+// removeAll removes p, a file, a link or a directory set aside whole.
+func (tx *applyTx) removeAll(p string) {
+	if tx.origin.Remove(p) == nil {
+		return
+	}
+	entries, _, err := tx.origin.List(p)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		tx.removeAll(path.Join(p, e.Name))
+	}
+	tx.origin.RemoveDir(p)
+}
+
+// rebase records the applied changes as the root's new base, and the
+// origin as it is now, so that later changes of the root apply on top.
+func (rs *Roots) rebase(r *Root, applied []Change) error {
+	base, err := rs.store.manifest(&r.Record, baseManifest)
+	if err != nil {
+		return err
+	}
+	git, err := rs.store.manifest(&r.Record, gitManifest)
+	if err != nil {
+		return err
+	}
+	idx := base.index()
+	for _, c := range applied {
+		if c.New == nil {
+			delete(idx, c.Path)
+		} else {
+			idx[c.Path] = *c.New
+		}
+	}
+	var nb Manifest
+	for _, e := range idx {
+		nb = append(nb, e)
+	}
+	slices.SortFunc(nb, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	origin, err := scanDir(r.Origin, rs.treeSkip)
+	if err != nil {
+		return err
+	}
+	r.Base, r.OriginDigest = nb.Digest(), origin.Digest()
+	r.Applied = append(r.Applied, time.Now().UTC().Truncate(time.Second))
+	return rs.store.save(&r.Record, map[string]Manifest{baseManifest: nb, originManifest: origin, gitManifest: git})
+}

@@ -1,0 +1,286 @@
+package roots
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/harness"
+)
+
+// Change is one path that differs between a root and what it was made
+// from.
+type Change struct {
+	Path   string `json:"path"`
+	Change string `json:"change"` // added, modified, deleted, mode (only), type (file became link, ...)
+	Old    *Entry `json:"old,omitempty"`
+	New    *Entry `json:"new,omitempty"`
+	// WriteLater says why the change falls under a protected write-later
+	// path, WriteLaterPath which: apply leaves it alone unless it is
+	// named.
+	WriteLater     string `json:"write_later,omitempty"`
+	WriteLaterPath string `json:"write_later_path,omitempty"`
+	// Executable: a new executable, a changed one, or a file made
+	// executable.
+	Executable bool `json:"executable,omitempty"`
+	Binary     bool `json:"binary,omitempty"`
+	// Conflict says how the origin changed at this path since the root
+	// was made: apply refuses the change.
+	Conflict string `json:"conflict,omitempty"`
+}
+
+// Marked reports whether the change is one a reviewer must look at
+// twice: a write-later path, an executable, or a symlink.
+func (c Change) Marked() bool {
+	return c.WriteLater != "" || c.Executable || (c.New != nil && c.New.Type == "symlink")
+}
+
+// Diff is what changed in a root.
+type Diff struct {
+	Root    *Root    `json:"root"`
+	Changes []Change `json:"changes"`
+	// Git lists changes to the write-later files of the root's own git
+	// directory (its configuration, hooks, info): never applied.
+	Git []Change `json:"git,omitempty"`
+	// OriginChanged lists the origin's paths that changed since the root
+	// was made.
+	OriginChanged []string `json:"origin_changed,omitempty"`
+	// Unified is the unified diff of the changes, git's extended headers
+	// included (new, deleted and changed modes; binary files).
+	Unified string `json:"unified"`
+}
+
+// state is a root as it is now, beside what it was made from.
+type state struct {
+	base, cur, origin0, origin Manifest
+	git0, git                  Manifest
+	prot                       []*harness.Protected
+}
+
+func (rs *Roots) state(r *Root) (*state, error) {
+	if r.Missing {
+		return nil, fmt.Errorf("the root %s is gone: its directory %s does not exist (cordon root discard %s removes its record)", r.ID, r.Path, r.ID)
+	}
+	var s state
+	var err error
+	if s.base, err = rs.store.manifest(&r.Record, baseManifest); err != nil {
+		return nil, err
+	}
+	if s.origin0, err = rs.store.manifest(&r.Record, originManifest); err != nil {
+		return nil, err
+	}
+	if s.git0, err = rs.store.manifest(&r.Record, gitManifest); err != nil {
+		return nil, err
+	}
+	if s.cur, err = scanDir(r.Path, rs.treeSkip); err != nil {
+		return nil, fmt.Errorf("cannot read the root %s: %w", r.Path, err)
+	}
+	if s.git, err = scanGit(r.Path); err != nil {
+		return nil, err
+	}
+	if s.origin, err = scanDir(r.Origin, rs.treeSkip); err != nil {
+		return nil, fmt.Errorf("cannot read the origin %s: %w", r.Origin, err)
+	}
+	for _, dir := range []string{r.Origin, r.Path} {
+		p, err := rs.h.Protect(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.prot = append(s.prot, p)
+	}
+	return &s, nil
+}
+
+// compare lists what differs from a to b, by path.
+func compare(a, b Manifest) []Change {
+	ai, bi := a.index(), b.index()
+	var out []Change
+	for _, e := range b {
+		old, ok := ai[e.Path]
+		switch {
+		case !ok:
+			out = append(out, Change{Path: e.Path, Change: "added", New: ptr(e)})
+		case old.Type != e.Type:
+			out = append(out, Change{Path: e.Path, Change: "type", Old: ptr(old), New: ptr(e)})
+		case old.Digest != e.Digest || old.Target != e.Target || old.Size != e.Size:
+			out = append(out, Change{Path: e.Path, Change: "modified", Old: ptr(old), New: ptr(e)})
+		case old.Mode != e.Mode:
+			out = append(out, Change{Path: e.Path, Change: "mode", Old: ptr(old), New: ptr(e)})
+		}
+	}
+	for _, e := range a {
+		if _, ok := bi[e.Path]; !ok {
+			out = append(out, Change{Path: e.Path, Change: "deleted", Old: ptr(e)})
+		}
+	}
+	slices.SortFunc(out, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
+	return out
+}
+
+func ptr(e Entry) *Entry { return &e }
+
+// Diff compares the root with what it was made from, and says for each
+// change whether the origin changed there since.
+func (rs *Roots) Diff(r *Root) (*Diff, error) {
+	s, err := rs.state(r)
+	if err != nil {
+		return nil, err
+	}
+	d := &Diff{Root: r, Changes: compare(s.base, s.cur), Git: compare(s.git0, s.git)}
+	for _, c := range compare(s.origin0, s.origin) {
+		d.OriginChanged = append(d.OriginChanged, c.Path)
+	}
+	base, origin := s.base.index(), s.origin.index()
+	for i := range d.Changes {
+		c := &d.Changes[i]
+		for _, p := range s.prot {
+			if v, what, why := p.Check(c.Path); v == harness.InWriteLater && c.WriteLater == "" {
+				c.WriteLater, c.WriteLaterPath = why, what
+			}
+		}
+		if c.New != nil && c.New.Executable() && (c.Old == nil || !c.Old.Executable() || c.Old.Digest != c.New.Digest) {
+			c.Executable = true
+		}
+		c.Conflict = conflict(c.Path, base, origin)
+	}
+	for i := range d.Git {
+		d.Git[i].WriteLater, d.Git[i].WriteLaterPath = "the root's git directory: git reads or runs it", ".git"
+	}
+	d.Unified, err = rs.unified(r, d.Changes, base, origin)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// conflict says how the origin differs, at path, from what the root was
+// made from ("" when it does not): applying there would overwrite it.
+func conflict(path string, base, origin map[string]Entry) string {
+	b, inBase := base[path]
+	o, inOrigin := origin[path]
+	switch {
+	case !inBase && !inOrigin:
+		return ""
+	case !inBase:
+		return "the origin has a " + o.Type + " there now"
+	case !inOrigin:
+		return "the origin's " + b.Type + " is gone"
+	case !b.same(o):
+		if b.Type == "dir" && o.Type == "dir" {
+			return "" // a directory's mode: its entries are judged one by one
+		}
+		return "the origin's " + o.Type + " changed since the root was made"
+	}
+	return ""
+}
+
+// maxShown bounds the files the unified diff shows the content of.
+const maxShown = 8 << 20
+
+func (rs *Roots) unified(r *Root, changes []Change, base, origin map[string]Entry) (string, error) {
+	rootF, err := os.OpenFile(r.Path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer rootF.Close()
+	originF, err := os.OpenFile(r.Origin, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer originF.Close()
+	var b strings.Builder
+	for i := range changes {
+		c := &changes[i]
+		if (c.Old == nil || c.Old.Type == "dir") && (c.New == nil || c.New.Type == "dir") && c.Change != "mode" {
+			fmt.Fprintf(&b, "diff --cordon a/%s b/%s\n", c.Path, c.Path)
+			if c.New != nil {
+				fmt.Fprintf(&b, "new directory mode %06o\n", 0o040000|c.New.Mode)
+			} else {
+				fmt.Fprintf(&b, "deleted directory mode %06o\n", 0o040000|c.Old.Mode)
+			}
+			continue
+		}
+		fmt.Fprintf(&b, "diff --cordon a/%s b/%s\n", c.Path, c.Path)
+		switch {
+		case c.Old == nil:
+			fmt.Fprintf(&b, "new file mode %06o\n", gitMode(*c.New))
+		case c.New == nil:
+			fmt.Fprintf(&b, "deleted file mode %06o\n", gitMode(*c.Old))
+		case gitMode(*c.Old) != gitMode(*c.New):
+			fmt.Fprintf(&b, "old mode %06o\nnew mode %06o\n", gitMode(*c.Old), gitMode(*c.New))
+		}
+		if c.Change == "mode" {
+			continue
+		}
+		var oldText, newText string
+		var oldBin, newBin bool
+		oldLabel, newLabel := "a/"+c.Path, "b/"+c.Path
+		if c.Old == nil {
+			oldLabel = "/dev/null"
+		} else {
+			t, bin, note := side(int(originF.Fd()), c.Path, *c.Old, origin)
+			if note != "" {
+				fmt.Fprintf(&b, "# %s\n", note)
+			}
+			oldText, oldBin = t, bin
+		}
+		if c.New == nil {
+			newLabel = "/dev/null"
+		} else {
+			t, bin, note := side(int(rootF.Fd()), c.Path, *c.New, map[string]Entry{c.Path: *c.New})
+			if note != "" {
+				fmt.Fprintf(&b, "# %s\n", note)
+			}
+			newText, newBin = t, bin
+		}
+		if oldBin || newBin {
+			c.Binary = true
+			fmt.Fprintf(&b, "Binary files %s and %s differ\n", oldLabel, newLabel)
+			continue
+		}
+		b.WriteString(udiff.Unified(oldLabel, newLabel, oldText, newText))
+	}
+	return b.String(), nil
+}
+
+// gitMode is the mode git's headers print: 100644, 100755, 120000.
+func gitMode(e Entry) uint32 {
+	switch e.Type {
+	case "symlink":
+		return 0o120000
+	case "dir":
+		return 0o040000 | e.Mode
+	}
+	return 0o100000 | e.Mode
+}
+
+// side returns the text of one side of a change: a symlink's target, or
+// a file's content read from dir (no link followed) when it is still the
+// content the entry records.
+func side(dirfd int, path string, want Entry, now map[string]Entry) (string, bool, string) {
+	switch want.Type {
+	case "symlink":
+		return want.Target + "\n", false, ""
+	case "file":
+	default:
+		return "", false, ""
+	}
+	if cur, ok := now[path]; !ok || cur.Digest != want.Digest {
+		return "", false, "the origin's copy changed since the root was made: its old content cannot be shown"
+	}
+	if want.Size > maxShown {
+		return "", false, fmt.Sprintf("%s: %d bytes, too large to show", path, want.Size)
+	}
+	data, err := readBeneath(dirfd, path, maxShown)
+	if err != nil {
+		return "", false, fmt.Sprintf("cannot read %s: %v", path, err)
+	}
+	if digestOf(data) != want.Digest {
+		return "", false, path + " changed while it was read"
+	}
+	return string(data), isBinary(data), ""
+}
