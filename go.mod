@@ -3,6 +3,7 @@ module github.com/cordon-run/cordon
 go 1.26.0
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/google/jsonschema-go v0.4.3
 	github.com/in-toto/attestation v1.2.0
 	github.com/landlock-lsm/go-landlock v0.11.2
@@ -16,7 +17,6 @@ require (
 )
 
 require (
-	github.com/aymanbagabas/go-udiff v0.4.2 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

@@ -342,7 +342,8 @@ func (l *Log) checkDir() error {
 }
 
 // Append signs a receipt about subject with predicate type predicateType
-// ([ProbePredicate] or [RunPredicate]) and adds it to the end of the log.
+// ([ProbePredicate], [RunPredicate] or [AutonomyPredicate]) and adds it to
+// the end of the log.
 // It fills in r's Log, Sequence, Previous and PreviousPayload, and its
 // Time when zero. The statement must be a valid in-toto Statement v1 (at
 // least one subject, each with a digest) and a valid receipt (the probe or

@@ -21,6 +21,9 @@ const (
 	ProbePredicate = "https://cordon.run/evidence/probe/v1"
 	// RunPredicate is the predicate type of a run's receipt (exec, run).
 	RunPredicate = "https://cordon.run/evidence/run/v1"
+	// AutonomyPredicate is the predicate type of an autonomy decision's
+	// receipt: whether a run was let start unattended, and why.
+	AutonomyPredicate = "https://cordon.run/evidence/autonomy/v1"
 )
 
 // Verdicts of a receipt.
@@ -28,6 +31,9 @@ const (
 	Pass = "pass" // a probe observed what it expected
 	Fail = "fail" // a probe observed something else
 	Ran  = "ran"  // a run's receipt: the command or tool ran
+	// An autonomy decision's verdicts.
+	Allowed = "allowed" // every precondition held: the run started
+	Refused = "refused" // a precondition did not hold: nothing ran
 )
 
 // Statement is an in-toto Statement v1 whose predicate is a [Receipt].
@@ -65,6 +71,30 @@ type Receipt struct {
 	Verdict         string    `json:"verdict"`
 	Probe           *Probe    `json:"probe,omitempty"`
 	Run             *Run      `json:"run,omitempty"`
+	Autonomy        *Autonomy `json:"autonomy,omitempty"`
+}
+
+// Autonomy is an autonomy decision: the level asked for, where, for what,
+// and each precondition with what it rests on.
+type Autonomy struct {
+	Level         string         `json:"level"`
+	Workspace     string         `json:"workspace"`
+	Root          string         `json:"root,omitempty"` // the disposable root's ID, when the workspace is one
+	Op            string         `json:"op"`             // exec or run
+	Substrate     string         `json:"substrate"`
+	Command       []string       `json:"command,omitempty"`
+	Tool          string         `json:"tool,omitempty"`
+	Preconditions []Precondition `json:"preconditions"`
+}
+
+// Precondition is one precondition of an autonomy level, checked.
+type Precondition struct {
+	Name   string `json:"name"`
+	Pass   bool   `json:"pass"`
+	Detail string `json:"detail"`
+	// Evidence lists what the check rests on: receipts ("sha256:..."),
+	// mechanisms, the root's record.
+	Evidence []string `json:"evidence,omitempty"`
 }
 
 // Host is what a receipt records of the host it was made on.
@@ -202,7 +232,7 @@ func (st *Statement) validate() error {
 	r := &st.Predicate
 	switch st.PredicateType {
 	case ProbePredicate:
-		if r.Probe == nil || r.Run != nil {
+		if r.Probe == nil || r.Run != nil || r.Autonomy != nil {
 			return fmt.Errorf("a %s receipt records a probe and no run", ProbePredicate)
 		}
 		if r.Probe.Name == "" {
@@ -212,14 +242,21 @@ func (st *Statement) validate() error {
 			return fmt.Errorf("a probe's verdict is %q or %q, not %q", Pass, Fail, r.Verdict)
 		}
 	case RunPredicate:
-		if r.Run == nil || r.Probe != nil {
+		if r.Run == nil || r.Probe != nil || r.Autonomy != nil {
 			return fmt.Errorf("a %s receipt records a run and no probe", RunPredicate)
 		}
 		if r.Verdict != Ran {
 			return fmt.Errorf("a run's verdict is %q, not %q", Ran, r.Verdict)
 		}
+	case AutonomyPredicate:
+		if r.Autonomy == nil || r.Probe != nil || r.Run != nil {
+			return fmt.Errorf("a %s receipt records an autonomy decision and no probe or run", AutonomyPredicate)
+		}
+		if r.Verdict != Allowed && r.Verdict != Refused {
+			return fmt.Errorf("an autonomy decision's verdict is %q or %q, not %q", Allowed, Refused, r.Verdict)
+		}
 	default:
-		return fmt.Errorf("its predicate type %q is not %s or %s", st.PredicateType, ProbePredicate, RunPredicate)
+		return fmt.Errorf("its predicate type %q is not %s, %s or %s", st.PredicateType, ProbePredicate, RunPredicate, AutonomyPredicate)
 	}
 	if !validLogID(r.Log) {
 		return fmt.Errorf("it names no log: its log ID is %q, not %d hex digits", r.Log, 2*logIDSize)

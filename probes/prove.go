@@ -203,3 +203,64 @@ func (p *Prover) Record(r Result, host evidence.Host, bin evidence.Binary) (evid
 func BinarySubject(bin evidence.Binary) []evidence.Subject {
 	return []evidence.Subject{{Name: "cordon", Digest: map[string]string{"sha256": strings.TrimPrefix(bin.Digest, "sha256:")}}}
 }
+
+// Freshness is what the log holds of one probe, looked up without running
+// anything.
+type Freshness struct {
+	Probe     string    `json:"probe"`
+	Substrate string    `json:"substrate"`
+	Fresh     bool      `json:"fresh"` // a passing receipt, fresh
+	Why       string    `json:"why,omitempty"`
+	Receipt   string    `json:"receipt,omitempty"`
+	Sequence  int64     `json:"sequence,omitempty"`
+	Time      time.Time `json:"time,omitzero"`
+}
+
+// Check reports for each probe whether the log holds a fresh passing
+// receipt of it — under this host's facts, by this cordon binary, within
+// the TTL — and why not, running nothing: for a decision that must rest on
+// evidence already made (an unattended run), not on a probe run for it.
+func (p *Prover) Check(ctx context.Context, ps []Probe) ([]Freshness, error) {
+	host, bin, err := p.facts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	hostDigest := host.Digest()
+	var out []Freshness
+	for _, pr := range ps {
+		f := Freshness{Probe: pr.Name, Substrate: pr.Substrate}
+		idx, ok, err := p.Log.LatestProbe(pr.Name)
+		if err != nil {
+			return nil, err
+		}
+		switch age := now().Sub(idx.Time); {
+		case !ok:
+			f.Why = "no receipt"
+		case idx.Verdict != evidence.Pass:
+			f.Why = "its latest receipt is a failure"
+		case idx.Host != hostDigest:
+			f.Why = "made under other host facts (kernel, bubblewrap, uid, harness configuration)"
+		case idx.Cordon != bin.Digest:
+			f.Why = "made by another cordon binary"
+		case age >= ttl:
+			f.Why = fmt.Sprintf("%v old; receipts count for %v", age.Round(time.Second), ttl)
+		case idx.Time.After(now().Add(time.Minute)):
+			f.Why = "dated in the future"
+		default:
+			f.Fresh = true
+		}
+		if ok {
+			f.Receipt, f.Sequence, f.Time = idx.Digest, idx.Sequence, idx.Time
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}

@@ -130,7 +130,12 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Diff{Root: r, Changes: compare(s.base, s.cur), Git: compare(s.git0, s.git)}
+	d := &Diff{Root: r, Changes: compare(s.base, s.cur)}
+	for _, c := range compare(s.git0, s.git) {
+		if !placeholder(c) {
+			d.Git = append(d.Git, c)
+		}
+	}
 	for _, c := range compare(s.origin0, s.origin) {
 		d.OriginChanged = append(d.OriginChanged, c.Path)
 	}
@@ -155,6 +160,25 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// placeholder reports whether a change of the git directory is one of
+// the mount points a sandboxed run leaves there for paths git would read
+// if they existed: an empty file or directory, or a commondir naming the
+// git directory itself (bwrap binds them read-only; they stay).
+func placeholder(c Change) bool {
+	if c.Change != "added" || c.New == nil {
+		return false
+	}
+	switch {
+	case c.New.Type == "dir":
+		return true
+	case c.New.Type == "file" && c.New.Size == 0:
+		return true
+	case c.Path == ".git/commondir" && c.New.Digest == digestOf([]byte(".\n")):
+		return true
+	}
+	return false
 }
 
 // conflict says how the origin differs, at path, from what the root was

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -295,4 +296,37 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 func (r *Runtime) getenv(name string) string {
 	v, _ := substrate.LookupEnv(r.cfg.Environ, name)
 	return v
+}
+
+// Plan returns the mechanisms a run of p applies, without running it: the
+// policy of its substrate for its grant, limits and their defaults
+// included, as a result would list them. A wasm tool's are its grant's.
+func Plan(p *admission.Prepared) ([]substrate.Mechanism, error) {
+	g := p.Grant
+	switch g.Substrate {
+	case bwrap.Name:
+		policy, err := bwrap.PolicyOf(g.All(), p.Workspace, p.Harness)
+		if err != nil {
+			return nil, err
+		}
+		return policy.Mechanisms(), nil
+	case landlock.Name:
+		policy, err := landlock.PolicyOf(g.All(), p.Workspace)
+		if err != nil {
+			return nil, err
+		}
+		return policy.Mechanisms(landlock.ABI()), nil
+	case host.Name:
+		return nil, nil
+	case wasm.Name:
+		var out []substrate.Mechanism
+		for _, c := range g.All().All() {
+			for _, m := range g.Mechanisms[c.String()] {
+				sub, detail, _ := strings.Cut(m, ": ")
+				out = append(out, substrate.Mechanism{Substrate: sub, Name: string(c.Kind()), Detail: detail})
+			}
+		}
+		return out, nil
+	}
+	return nil, refusal.Errorf(refusal.SandboxUnavailable, "no substrate %q", g.Substrate)
 }

@@ -183,6 +183,7 @@ type receiptJSON struct {
 	Op            string    `json:"op,omitempty"`
 	Tool          string    `json:"tool,omitempty"`
 	Command       []string  `json:"command,omitempty"`
+	Autonomy      string    `json:"autonomy,omitempty"` // the level of an autonomy decision
 }
 
 func receiptOf(en evidence.Entry) receiptJSON {
@@ -194,6 +195,9 @@ func receiptOf(en evidence.Entry) receiptJSON {
 	if r.Run != nil {
 		out.Op, out.Tool, out.Command = r.Run.Op, r.Run.Tool, r.Run.Command
 	}
+	if a := r.Autonomy; a != nil {
+		out.Autonomy, out.Op, out.Tool, out.Command = a.Level, a.Op, a.Tool, a.Command
+	}
 	return out
 }
 
@@ -202,6 +206,8 @@ func (r receiptJSON) what() string {
 	switch {
 	case r.Probe != "":
 		return "probe " + r.Probe
+	case r.Autonomy != "":
+		return r.Autonomy + " " + r.Op + " (autonomy decision)"
 	case r.Tool != "":
 		return r.Op + " " + r.Tool
 	case len(r.Command) > 0:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/autonomy"
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/evidence"
 	"github.com/cordon-run/cordon/internal/capture"
@@ -23,7 +24,7 @@ func init() {
 
 const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--env NAME]...
                    [--tmp-size SIZE] [--memory SIZE] [--pids N] [--cpu D] [--substrate bwrap|landlock]
-                   [--no-sandbox] [--receipt] [--json] -- CMD ARGS...
+                   [--no-sandbox] [--autonomy supervised|unattended] [--receipt] [--json] -- CMD ARGS...
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
@@ -36,6 +37,10 @@ const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE]
                       seccomp and limits, for hosts where bubblewrap cannot create a sandbox
                       (no fallback from one to the other)
   --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)
+  --autonomy L        supervised (default): a person approves each run; unattended: start only in a
+                      disposable root with fresh evidence, the sandbox on, no network, limits and a
+                      deadline of at most 1h, else exit 3 listing what failed (cordon autonomy check);
+                      the decision is a receipt in the evidence log
   --receipt           append a signed receipt of the run to the evidence log (cordon evidence list)`
 
 // Defaults of cordon exec.
@@ -57,7 +62,7 @@ func runExec(e *env, args []string) int {
 	pids := fs.Int("pids", 0, "process limit")
 	cpu := fs.Duration("cpu", 0, "processor time limit")
 	substrateName := fs.String("substrate", "bwrap", "the sandbox substrate")
-	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
+	autonomyLevel := fs.String("autonomy", "supervised", "autonomy level: supervised or unattended")
 	receipt := fs.Bool("receipt", false, "append a signed receipt of the run to the evidence log")
 	if code := e.parse(fs, args, execUsage); code >= 0 {
 		return code
@@ -68,8 +73,8 @@ func runExec(e *env, args []string) int {
 	if *noSandbox && fs.Changed("substrate") {
 		return e.usageError("--no-sandbox runs without a substrate; drop --substrate or --no-sandbox")
 	}
-	if fs.Changed("autonomy") {
-		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "autonomy levels are not available yet (--autonomy %s); run without it", *autonomy))
+	if _, err := autonomy.ParseLevel(*autonomyLevel); err != nil {
+		return e.usageError(err.Error())
 	}
 	sub := bwrap.Name
 	switch {
@@ -109,6 +114,9 @@ func runExec(e *env, args []string) int {
 		if _, err := e.prover(); err != nil {
 			return e.fail(err)
 		}
+	}
+	if code := e.admitUnattended(ctx, *autonomyLevel, "exec", p); code >= 0 {
+		return code
 	}
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()

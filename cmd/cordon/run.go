@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cordon-run/cordon/admission"
-	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/autonomy"
 	"github.com/cordon-run/cordon/runtime"
 )
 
@@ -16,11 +16,13 @@ func init() {
 	register(command{name: "run", summary: "TOOL [--input JSON|@FILE|@-]: run an admitted tool under its grant", usage: runUsage, run: runRun})
 }
 
-const runUsage = `usage: cordon run [-w DIR] [--json] [--receipt] TOOL [--input JSON|@FILE|@-]
+const runUsage = `usage: cordon run [-w DIR] [--json] [--receipt] [--autonomy supervised|unattended] TOOL [--input JSON|@FILE|@-]
   --input JSON     the tool's input, checked against its input_schema
   --input @FILE    read the input from FILE in the workspace
   --input @-       read the input from stdin
   --receipt        append a signed receipt of the run to the evidence log (cordon evidence list)
+  --autonomy L     unattended: start only where every precondition holds (cordon autonomy check),
+                   else exit 3 listing what failed; the decision is a receipt
   Without --input, piped stdin is the input; with neither, the input is {}.`
 
 // maxInput bounds a tool's input.
@@ -29,7 +31,7 @@ const maxInput = 1 << 20
 func runRun(e *env, args []string) int {
 	fs := e.flags("run")
 	input := fs.String("input", "", "the tool's input: JSON, @FILE or @-")
-	autonomy := fs.String("autonomy", "", "autonomy level (not available yet)")
+	autonomyLevel := fs.String("autonomy", "supervised", "autonomy level: supervised or unattended")
 	receipt := fs.Bool("receipt", false, "append a signed receipt of the run to the evidence log")
 	if code := e.parse(fs, args, runUsage); code >= 0 {
 		return code
@@ -37,8 +39,8 @@ func runRun(e *env, args []string) int {
 	if fs.NArg() != 1 {
 		return e.usageError("run needs exactly one TOOL\n" + runUsage)
 	}
-	if fs.Changed("autonomy") {
-		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "autonomy levels are not available yet (--autonomy %s); run without it", *autonomy))
+	if _, err := autonomy.ParseLevel(*autonomyLevel); err != nil {
+		return e.usageError(err.Error())
 	}
 	name := fs.Arg(0)
 	data, err := e.toolInput(*input, fs.Changed("input"))
@@ -71,6 +73,9 @@ func runRun(e *env, args []string) int {
 		if _, err := e.prover(); err != nil { // before the run, as exec
 			return e.fail(err)
 		}
+	}
+	if code := e.admitUnattended(ctx, *autonomyLevel, "run", p); code >= 0 {
+		return code
 	}
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
