@@ -25,6 +25,8 @@ func TestHelpEverywhere(t *testing.T) {
 		{"tools", "--help"}, {"tools", "remove", "--help"}, {"tools", "remove", "-h"},
 		{"fs", "--help"}, {"fs", "-h"}, {"fs", "read", "--help"}, {"fs", "write", "-h"}, {"fs", "edit", "--help"},
 		{"fs", "list", "--help"}, {"fs", "stat", "--help"},
+		{"help", "root"}, {"root", "--help"}, {"root", "-h"}, {"root", "create", "--help"}, {"root", "diff", "-h"},
+		{"help", "autonomy"}, {"autonomy", "--help"}, {"autonomy", "check", "--help"},
 	} {
 		code, stdout, stderr := cordonMain(t, "", append([]string{"-w", ws}, args...)...)
 		if code != 0 || !strings.HasPrefix(stdout, "usage: cordon") || stderr != "" {

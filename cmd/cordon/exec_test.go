@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(harness.EnvStateDir, filepath.Join(dir, "state"))
 	os.Setenv(harness.EnvCacheDir, filepath.Join(dir, "cache"))
+	os.Setenv(harness.EnvRootsDir, filepath.Join(dir, "roots"))
 	os.Unsetenv(harness.EnvConfig)
 	code := m.Run()
 	wasmtest.RemoveBuilds()
@@ -82,7 +83,8 @@ func cordonProcess(t *testing.T, env []string, args ...string) *exec.Cmd {
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(env, "CORDON_TEST_AS_CORDON=1",
-		harness.EnvStateDir+"="+os.Getenv(harness.EnvStateDir), harness.EnvCacheDir+"="+os.Getenv(harness.EnvCacheDir))
+		harness.EnvStateDir+"="+os.Getenv(harness.EnvStateDir), harness.EnvCacheDir+"="+os.Getenv(harness.EnvCacheDir),
+		harness.EnvRootsDir+"="+os.Getenv(harness.EnvRootsDir))
 	return cmd
 }
 
