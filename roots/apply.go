@@ -35,8 +35,19 @@ var stepHook func(path string) error
 // maxApplied bounds one file apply copies into the origin.
 const maxApplied = 1 << 30
 
+// ApplyOptions says what to apply.
+type ApplyOptions struct {
+	// Paths limits the apply to the changes at or below these
+	// root-relative paths (all changes when empty); a write-later path
+	// must be named to be applied.
+	Paths []string
+	// Digest, when set, is the digest of the diff that was reviewed
+	// ([Diff.Digest]): the apply refuses if the root changed since.
+	Digest string
+}
+
 // Apply copies the root's changes back into its origin: all of them, or
-// those at or below paths (root-relative). It writes through the origin's
+// those at or below o.Paths (root-relative). It writes through the origin's
 // workspace guard (no symlink followed, harness state never written,
 // hard-linked files refused), reads the root through no symlink, and is
 // all or nothing: every new file is staged beside its target first, then
@@ -47,10 +58,22 @@ const maxApplied = 1 << 30
 // the root was made ([refusal.OriginChanged]), a change to a write-later
 // path that paths does not name ([refusal.WriteLater]), and a symlink
 // whose target leaves the origin ([refusal.OutsideWorkspace]).
-func (rs *Roots) Apply(ctx context.Context, r *Root, paths []string) (*Applied, error) {
+//
+// No run of the root may go on meanwhile: apply takes the root's run lock
+// exclusively, and refuses when a run holds it.
+func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, error) {
+	paths := o.Paths
+	unlock, err := lockRoot(r)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	d, err := rs.Diff(r)
 	if err != nil {
 		return nil, err
+	}
+	if o.Digest != "" && o.Digest != d.Digest {
+		return nil, refusal.Errorf(refusal.OriginChanged, "refusing to apply root %s: its changes are not the ones reviewed (digest %s, reviewed %s); nothing was changed — review cordon root diff %s again", r.ID, d.Digest, o.Digest, r.ID)
 	}
 	named := map[string]bool{}
 	for _, p := range paths {
@@ -109,6 +132,20 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, paths []string) (*Applied, 
 		return nil, fmt.Errorf("the changes were applied, but the root's record could not be updated: %w", err)
 	}
 	return &Applied{Root: r, Applied: sel, Left: d.Git}, nil
+}
+
+// lockRoot takes the root's run lock (the root directory itself, which
+// every sandboxed run of it holds shared) exclusively, without waiting.
+func lockRoot(r *Root) (func(), error) {
+	fd, err := unix.Open(r.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the root %s: %w", r.Path, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return nil, refusal.Errorf(refusal.Invalid, "refusing to apply root %s: a run of it is going on; apply once it has ended (nothing was changed)", r.ID)
+	}
+	return func() { unix.Close(fd) }, nil
 }
 
 // refuseApply lists every reason the selected changes may not go back.

@@ -1,6 +1,7 @@
 package roots
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -52,6 +53,23 @@ type Diff struct {
 	// Unified is the unified diff of the changes, git's extended headers
 	// included (new, deleted and changed modes; binary files).
 	Unified string `json:"unified"`
+	// Digest names the changes ("sha256:..." of each path, its change and
+	// its new content): apply with it applies exactly what was reviewed.
+	Digest string `json:"digest"`
+}
+
+// digestOfChanges names a list of changes by what they make.
+func digestOfChanges(cs []Change) string {
+	type made struct {
+		Path, Change string
+		New          *Entry
+	}
+	var ms []made
+	for _, c := range cs {
+		ms = append(ms, made{c.Path, c.Change, c.New})
+	}
+	data, _ := json.Marshal(ms)
+	return digestOf(data)
 }
 
 // state is a root as it is now, beside what it was made from.
@@ -155,6 +173,7 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 	for i := range d.Git {
 		d.Git[i].WriteLater, d.Git[i].WriteLaterPath = "the root's git directory: git reads or runs it", ".git"
 	}
+	d.Digest = digestOfChanges(d.Changes)
 	d.Unified, err = rs.unified(r, d.Changes, base, origin)
 	if err != nil {
 		return nil, err

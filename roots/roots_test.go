@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/roots"
@@ -186,11 +187,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// The symlink out is refused, and nothing changes.
-	_, err = rs.Apply(ctx, r, nil)
+	_, err = rs.Apply(ctx, r, roots.ApplyOptions{})
 	if !errors.Is(err, refusal.WriteLater) && !errors.Is(err, refusal.OutsideWorkspace) {
 		t.Fatalf("apply with a planted .envrc and a symlink out = %v; want a refusal", err)
 	}
-	_, err = rs.Apply(ctx, r, []string{".envrc", "escape"})
+	_, err = rs.Apply(ctx, r, roots.ApplyOptions{Paths: []string{".envrc", "escape"}})
 	if !errors.Is(err, refusal.OutsideWorkspace) || !strings.Contains(err.Error(), "escape") {
 		t.Errorf("apply of the symlink out = %v; want OutsideWorkspace naming it", err)
 	}
@@ -200,13 +201,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 	os.Remove(filepath.Join(r.Path, "escape"))
 	// Unnamed, the write-later path is refused; named, it goes.
-	if _, err := rs.Apply(ctx, r, nil); !errors.Is(err, refusal.WriteLater) || !strings.Contains(err.Error(), ".envrc") {
+	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{}); !errors.Is(err, refusal.WriteLater) || !strings.Contains(err.Error(), ".envrc") {
 		t.Errorf("apply with an unnamed .envrc = %v; want WriteLater naming it", err)
 	}
 	sameSnapshot(t, "origin after a refused apply", before, snapshot(t, orig))
 	os.Remove(filepath.Join(r.Path, ".envrc"))
 
-	applied, err := rs.Apply(ctx, r, nil)
+	applied, err := rs.Apply(ctx, r, roots.ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestApplyRefusesWhenTheOriginChanged(t *testing.T) {
 	write(t, orig, "edit.txt", "the person's work\n", 0o644)
 	write(t, orig, "new.txt", "the person's new\n", 0o644)
 	before := snapshot(t, orig)
-	_, err = rs.Apply(ctx, r, nil)
+	_, err = rs.Apply(ctx, r, roots.ApplyOptions{})
 	if !errors.Is(err, refusal.OriginChanged) || !strings.Contains(err.Error(), "edit.txt") || !strings.Contains(err.Error(), "new.txt") {
 		t.Fatalf("apply over changed origin = %v; want OriginChanged naming edit.txt and new.txt", err)
 	}
@@ -274,7 +275,7 @@ func TestApplyRefusesWhenTheOriginChanged(t *testing.T) {
 	}
 	// A change elsewhere still applies.
 	write(t, r.Path, "keep.txt", "changed in the root\n", 0o644)
-	if _, err := rs.Apply(ctx, r, []string{"keep.txt"}); err != nil {
+	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{Paths: []string{"keep.txt"}}); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, filepath.Join(orig, "keep.txt")) != "changed in the root\n" || read(t, filepath.Join(orig, "edit.txt")) != "the person's work\n" {
@@ -300,14 +301,14 @@ func TestApplyIsAllOrNothing(t *testing.T) {
 	// A failure once a new file, a directory, an edit and two deletions
 	// are in place: every one of them is undone.
 	restore := roots.FailAt("zz/late.txt", errors.New("injected failure"))
-	_, err = rs.Apply(ctx, r, nil)
+	_, err = rs.Apply(ctx, r, roots.ApplyOptions{})
 	restore()
 	if err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("apply = %v; want the injected failure", err)
 	}
 	sameSnapshot(t, "origin after a failed apply", before, snapshot(t, orig))
 	// Then it applies whole.
-	if _, err := rs.Apply(ctx, r, nil); err != nil {
+	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, filepath.Join(orig, "zz/late.txt")) != "late\n" {
@@ -365,7 +366,7 @@ func TestWorktreeRoot(t *testing.T) {
 		t.Fatalf("worktree root: %+v", r)
 	}
 	write(t, r.Path, "edit.txt", "worktree edit\n", 0o644)
-	if _, err := rs.Apply(ctx, r, nil); err != nil {
+	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, filepath.Join(orig, "edit.txt")) != "worktree edit\n" {
@@ -380,5 +381,46 @@ func TestWorktreeRoot(t *testing.T) {
 	}
 	if out, _ := exec.Command("git", "-C", orig, "branch", "--list", r.Branch).Output(); len(out) > 0 {
 		t.Errorf("the root's branch is still there: %s", out)
+	}
+}
+
+// TestApplyBindsToTheReview: with the reviewed diff's digest, apply
+// refuses changes made after the review; and no apply happens while a
+// run of the root holds its lock.
+func TestApplyBindsToTheReview(t *testing.T) {
+	ctx := context.Background()
+	orig, h := origin(t)
+	rs, _ := roots.Open(h)
+	r, err := rs.Create(ctx, roots.CreateOptions{From: orig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, r.Path, "edit.txt", "reviewed\n", 0o644)
+	d, err := rs.Diff(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, r.Path, "edit.txt", "changed after the review\n", 0o644)
+	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{Digest: d.Digest}); !errors.Is(err, refusal.OriginChanged) || !strings.Contains(err.Error(), "reviewed") {
+		t.Fatalf("apply with a stale digest = %v; want a refusal", err)
+	}
+	if read(t, filepath.Join(orig, "edit.txt")) != "one\ntwo\nthree\n" {
+		t.Fatal("the origin changed")
+	}
+	run, err := placeholder.Begin(h.StateDir(), r.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rs.Apply(ctx, r, roots.ApplyOptions{})
+	run.End()
+	if err == nil || !strings.Contains(err.Error(), "a run of it is going on") {
+		t.Fatalf("apply during a run = %v; want a refusal", err)
+	}
+	d, _ = rs.Diff(r)
+	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{Digest: d.Digest}); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, filepath.Join(orig, "edit.txt")) != "changed after the review\n" {
+		t.Fatal("the reviewed apply did not apply")
 	}
 }

@@ -16,7 +16,7 @@ func init() {
 const rootUsage = `usage: cordon root create [--from DIR] [--mode copy|worktree] [--copy-harness-state] [--json]
        cordon root list [--json]
        cordon root diff ROOT [--json]
-       cordon root apply ROOT [PATH...] [--json]
+       cordon root apply ROOT [PATH...] [--digest D] [--json]
        cordon root discard ROOT [--json]
 
 A disposable root is a directory cordon makes in its own place (its roots
@@ -33,7 +33,9 @@ executable, every symlink, and every path where the origin changed since.
 apply copies the changes (or those at or below PATH...) back to the origin, all
 or nothing, through the origin's workspace guard; it refuses where the origin
 changed since the root was made, write-later paths unless named, and symlinks
-out of the origin. The root's git directory is never applied. discard removes
+out of the origin. The root's git directory is never applied. --digest D (the
+digest diff prints) applies only if the changes are still the ones reviewed;
+apply also refuses while a run of the root is going on. discard removes
 a root cordon made, and nothing else. ROOT is a root's path or name.`
 
 func runRoot(e *env, args []string) int {
@@ -53,11 +55,15 @@ func runRoot(e *env, args []string) int {
 	from := fs.String("from", "", "the origin")
 	mode := fs.String("mode", roots.ModeCopy, "copy or worktree")
 	copyState := fs.Bool("copy-harness-state", false, "copy the origin's harness state")
+	digest := fs.String("digest", "", "apply only if the changes are those of this diff digest")
 	if code := e.parse(fs, rest, rootUsage); code >= 0 {
 		return code
 	}
 	if sub != "create" && (fs.Changed("from") || fs.Changed("mode") || fs.Changed("copy-harness-state")) {
 		return e.usageError("--from, --mode and --copy-harness-state are for root create\n" + rootUsage)
+	}
+	if sub != "apply" && fs.Changed("digest") {
+		return e.usageError("--digest is for root apply\n" + rootUsage)
 	}
 	h, err := e.harnessConfig()
 	if err != nil {
@@ -147,7 +153,7 @@ func runRoot(e *env, args []string) int {
 			printDiff(e, d)
 		}
 	case "apply":
-		a, err := rs.Apply(ctx, r, fs.Args()[1:])
+		a, err := rs.Apply(ctx, r, roots.ApplyOptions{Paths: fs.Args()[1:], Digest: *digest})
 		if err != nil {
 			return e.fail(err)
 		}
@@ -214,6 +220,9 @@ func printDiff(e *env, d *roots.Diff) {
 	}
 	if n := len(d.OriginChanged); n > 0 {
 		fmt.Fprintf(w, "the origin changed at %d path(s) since the root was made: %s\n", n, strings.Join(d.OriginChanged, ", "))
+	}
+	if len(d.Changes) > 0 {
+		fmt.Fprintf(w, "digest %s (cordon root apply %s --digest %s applies exactly these)\n", d.Digest, r.ID, d.Digest)
 	}
 	if d.Unified != "" {
 		fmt.Fprintln(w)
