@@ -212,6 +212,21 @@ func TestUnattendedRefusedAndAccepted(t *testing.T) {
 		t.Errorf("evidence verify: %d %s %s", code, stdout, stderr)
 	}
 
+	// run of an admitted tool: the same decision.
+	os.MkdirAll(filepath.Join(root, "tools"), 0o755)
+	os.WriteFile(filepath.Join(root, "tools", "hello.yaml"), []byte(`name: hello
+description: say hello
+kind: native
+command: [sh, -c, "echo hello"]
+capabilities: [time:10s, output:64KiB, memory:256MiB, pids:64]
+`), 0o644)
+	if code, stdout, stderr := cordonMain(t, "", "-w", root, "admit", filepath.Join(root, "tools", "hello.yaml")); code != 0 {
+		t.Fatalf("admit in the root: %d %s %s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := cordonMain(t, "", "-w", root, "run", "--autonomy", "unattended", "hello"); code != 0 || strings.TrimSpace(stdout) != "hello" {
+		t.Fatalf("run --autonomy unattended in the root: %d %q %s", code, stdout, stderr)
+	}
+
 	// autonomy check says the same, without running anything.
 	if code, stdout, _ := cordonMain(t, "", append([]string{"-w", root, "autonomy", "check"}, limits...)...); code != 0 || !strings.Contains(stdout, "every precondition holds") {
 		t.Errorf("autonomy check in the fresh root: %d %s", code, stdout)
