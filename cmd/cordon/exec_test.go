@@ -120,6 +120,7 @@ func TestExecUsageErrors(t *testing.T) {
 		{[]string{"exec", "--no-sandbox", "--net", "none", "--", "true"}, "--no-sandbox cannot restrict the network"},
 		{[]string{"exec", "--no-sandbox", "--substrate", "bwrap", "--", "true"}, "drop --substrate or --no-sandbox"},
 		{[]string{"exec", "--frobnicate", "--", "true"}, "unknown flag: --frobnicate"},
+		{[]string{"exec", "--autonomy", "high", "--", "true"}, "unknown autonomy level \"high\": want supervised or unattended"},
 	} {
 		code, stdout, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
@@ -143,7 +144,6 @@ func TestExecCannotRunThis(t *testing.T) {
 	}{
 		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
 		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
-		{[]string{"exec", "--autonomy", "high", "--", "true"}, "autonomy levels are not available yet"},
 	} {
 		code, _, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
 		if code != exitCannotRun || !strings.Contains(stderr, tc.want) {

@@ -153,6 +153,8 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	} else {
 		added <- nil
 	}
+	addErr := sync.OnceValue(func() error { return <-added })
+	defer addErr() // before the group's Close, which must not race Add
 	var keyErr *proc.KeyringError
 	var enterErr *proc.EnterError
 	prepErr := <-prepared
@@ -171,7 +173,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	}
 	// (A bwrap that is gone already got no option; what it did is
 	// judged below, as for any bwrap that ends early.)
-	if err := <-added; err != nil && !errors.Is(err, limits.ErrGone) {
+	if err := addErr(); err != nil && !errors.Is(err, limits.ErrGone) {
 		t.Kill() // before it gets any option
 		sb.Close()
 		t.Wait(ctx)
