@@ -4,17 +4,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -23,9 +27,16 @@ import (
 type Applied struct {
 	Root    *Root    `json:"root"`
 	Applied []Change `json:"applied"`
-	// Left are the changes of the root's git directory, which are never
-	// applied.
-	Left []Change `json:"left,omitempty"`
+	// Left are the changes not applied, and why: those that must be
+	// named and were not, and what a root never hands back.
+	Left []Left `json:"left,omitempty"`
+}
+
+// Left is a change an apply did not take.
+type Left struct {
+	Path   string `json:"path"`
+	Change string `json:"change"`
+	Why    string `json:"why"`
 }
 
 // stepHook, when set (by tests), runs before each change goes into
@@ -47,20 +58,25 @@ type ApplyOptions struct {
 }
 
 // Apply copies the root's changes back into its origin: all of them, or
-// those at or below o.Paths (root-relative). It writes through the origin's
-// workspace guard (no symlink followed, harness state never written,
-// hard-linked files refused), reads the root through no symlink, and is
-// all or nothing: every new file is staged beside its target first, then
-// the changes are renamed into place, and an error half-way puts back what
-// was replaced.
+// those at or below o.Paths (root-relative). It writes through the
+// origin's workspace guard (no symlink followed, harness state never
+// written, hard-linked files refused), reads the root through no symlink,
+// and is all or nothing: every new file is staged in a directory of its
+// own at the origin's top first, then the changes are renamed into place,
+// and an error half-way puts back what was replaced.
 //
 // It refuses — changing nothing — a change where the origin changed since
-// the root was made ([refusal.OriginChanged]), a change to a write-later
-// path that paths does not name ([refusal.WriteLater]), and a symlink
-// whose target leaves the origin ([refusal.OutsideWorkspace]).
+// the root was made ([refusal.OriginChanged]), changes that are not those
+// of the reviewed diff (o.Digest), and a symlink that would lead out of
+// the origin or into what it protects ([refusal.OutsideWorkspace]). It
+// leaves out, and lists in [Applied.Left], what must be named to go: a
+// write-later path, content the diff could not show, a file others may
+// write; and what never goes: git directories and harness state at any
+// depth. Setuid, setgid and sticky bits are never applied.
 //
 // No run of the root may go on meanwhile: apply takes the root's run lock
-// exclusively, and refuses when a run holds it.
+// exclusively, and refuses when a run holds it or when a run of a
+// directory inside the root is going on.
 func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, error) {
 	paths := o.Paths
 	unlock, err := lockRoot(r)
@@ -68,6 +84,9 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 		return nil, err
 	}
 	defer unlock()
+	if ws := placeholder.Running(rs.h.StateDir(), r.Path); ws != "" {
+		return nil, refusal.Errorf(refusal.Invalid, "refusing to apply root %s: a run in %s is going on; apply once it has ended (nothing was changed)", r.ID, ws)
+	}
 	d, err := rs.Diff(r)
 	if err != nil {
 		return nil, err
@@ -89,12 +108,35 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 			return nil, refusal.Errorf(refusal.NotFound, "apply: the root has no change at %s (cordon root diff %s lists them)", n, r.ID)
 		}
 	}
+	var left []Left
 	for _, c := range d.Changes {
-		if len(named) == 0 || named[c.Path] || slices.ContainsFunc(paths, func(p string) bool { return strings.HasPrefix(c.Path, path.Clean(p)+"/") }) {
-			sel = append(sel, c)
+		if len(named) > 0 && !named[c.Path] && !slices.ContainsFunc(paths, func(p string) bool { return strings.HasPrefix(c.Path, path.Clean(p)+"/") }) {
+			continue
 		}
+		if why := c.needsNaming(); why != "" && !explicit(c, named) {
+			left = append(left, Left{Path: c.Path, Change: c.Change, Why: why + "; name it to apply it"})
+			continue
+		}
+		sel = append(sel, c)
+	}
+	// A directory that holds a change left out stays as it is.
+	for i := 0; i < len(sel); {
+		c := sel[i]
+		if c.Old != nil && c.Old.Type == "dir" && (c.New == nil || c.New.Type != "dir") &&
+			slices.ContainsFunc(left, func(l Left) bool { return strings.HasPrefix(l.Path, c.Path+"/") }) {
+			left = append(left, Left{Path: c.Path, Change: c.Change, Why: "it holds a change that is not applied"})
+			sel = slices.Delete(sel, i, i+1)
+			continue
+		}
+		i++
+	}
+	for _, g := range d.Git {
+		left = append(left, Left{Path: g.Path, Change: g.Change, Why: g.WriteLater + "; never applied"})
 	}
 	if err := refuseApply(r, sel, named); err != nil {
+		return nil, err
+	}
+	if err := rs.refuseLinks(r, sel); err != nil {
 		return nil, err
 	}
 	allowed := map[string]bool{}
@@ -104,7 +146,7 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 		}
 	}
 	tx := &applyTx{root: r, allowed: allowed, dir: ".cordon-apply-" + randomTag()}
-	origin, err := workspace.Open(r.Origin, workspace.WithHarness(rs.h), workspace.WithSync(true),
+	origin, err := workspace.Open(r.Origin, workspace.WithHarness(rs.h), workspace.WithSync(true), workspace.WithMaxFileSize(maxApplied),
 		workspace.WithWriteLaterAllowed(func(canon string) bool { return tx.allowed[canon] }))
 	if err != nil {
 		return nil, err
@@ -122,7 +164,11 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 	}
 	err = tx.run(sel)
 	if err != nil {
-		tx.rollback()
+		if rerr := tx.rollback(); rerr != nil {
+			// What could not be put back is in the staging directory:
+			// it stays, with the originals set aside there.
+			return nil, fmt.Errorf("apply of root %s failed (%w), and putting the origin back failed too: %v — the originals set aside are in %s", r.ID, err, rerr, filepath.Join(r.Origin, tx.dir))
+		}
 	}
 	tx.cleanup()
 	if err != nil {
@@ -131,7 +177,7 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 	if err := rs.rebase(r, sel); err != nil {
 		return nil, fmt.Errorf("the changes were applied, but the root's record could not be updated: %w", err)
 	}
-	return &Applied{Root: r, Applied: sel, Left: d.Git}, nil
+	return &Applied{Root: r, Applied: sel, Left: left}, nil
 }
 
 // lockRoot takes the root's run lock (the root directory itself, which
@@ -148,21 +194,14 @@ func lockRoot(r *Root) (func(), error) {
 	return func() { unix.Close(fd) }, nil
 }
 
-// refuseApply lists every reason the selected changes may not go back.
+// refuseApply refuses the apply when a selected change would overwrite
+// what changed in the origin.
 func refuseApply(r *Root, sel []Change, named map[string]bool) error {
-	var conflicts, later, links []string
+	var conflicts []string
 	for _, c := range sel {
 		if c.Conflict != "" {
-			conflicts = append(conflicts, c.Path+" ("+c.Conflict+")")
-		}
-		if c.WriteLater != "" && !explicit(c, named) {
-			later = append(later, c.Path+" ("+c.WriteLater+")")
-		}
-		if c.New != nil && c.New.Type == "symlink" {
-			t := c.New.Target
-			if path.IsAbs(t) || strings.HasPrefix(path.Clean(path.Join(path.Dir(c.Path), t)), "../") || path.Clean(path.Join(path.Dir(c.Path), t)) == ".." {
-				links = append(links, fmt.Sprintf("%s -> %s", c.Path, t))
-			}
+			q, _ := visible(c.Path)
+			conflicts = append(conflicts, q+" ("+c.Conflict+")")
 		}
 		if c.New != nil && c.New.Type == "other" {
 			return refusal.Errorf(refusal.Invalid, "apply: %s in the root is a FIFO, socket or device; only files, directories and symlinks go back", c.Path)
@@ -171,19 +210,19 @@ func refuseApply(r *Root, sel []Change, named map[string]bool) error {
 	switch {
 	case len(conflicts) > 0:
 		return refusal.Errorf(refusal.OriginChanged, "refusing to apply root %s: the origin %s changed since the root was made at %s, and applying would overwrite that work: %s. Nothing was changed; apply the other paths by naming them, or make a new root", r.ID, r.Origin, strings.Join(conflicts, "; "), r.Created.Format(time.RFC3339))
-	case len(later) > 0:
-		return refusal.Errorf(refusal.WriteLater, "refusing to apply root %s: these changes are to write-later paths, which run or configure something later on the host: %s. Nothing was changed; review them and name each to apply it (cordon root apply %s PATH...), or name only the others", r.ID, strings.Join(later, "; "), r.ID)
-	case len(links) > 0:
-		return refusal.Errorf(refusal.OutsideWorkspace, "refusing to apply root %s: these symlinks point out of the origin: %s. Nothing was changed", r.ID, strings.Join(links, "; "))
 	}
 	return nil
 }
 
-// explicit reports whether the person named the change's write-later
-// path: the change's own path, the protected path, or a path inside it.
+// explicit reports whether the person named the change: its own path,
+// or (for a write-later path) the protected path or a path inside it
+// that holds the change.
 func explicit(c Change, named map[string]bool) bool {
 	if named[c.Path] {
 		return true
+	}
+	if c.WriteLater == "" || c.WriteLaterPath == "" {
+		return false
 	}
 	for n := range named {
 		if n == c.WriteLaterPath || strings.HasPrefix(n, c.WriteLaterPath+"/") && strings.HasPrefix(c.Path, n+"/") {
@@ -191,6 +230,96 @@ func explicit(c Change, named map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// refuseLinks refuses every new symlink whose target, resolved as the
+// kernel would in the origin as the apply leaves it (through the tree's
+// own links, .. after a link included), leaves the origin or reaches its
+// harness state, a git directory or a write-later path.
+func (rs *Roots) refuseLinks(r *Root, sel []Change) error {
+	origin, err := scanDir(r.Origin, nil)
+	if err != nil {
+		return fmt.Errorf("cannot read the origin %s: %w", r.Origin, err)
+	}
+	tree := origin.index()
+	for _, c := range sel {
+		if c.New == nil {
+			delete(tree, c.Path)
+			for p := range tree {
+				if strings.HasPrefix(p, c.Path+"/") {
+					delete(tree, p)
+				}
+			}
+		} else {
+			tree[c.Path] = *c.New
+		}
+	}
+	prot, err := rs.h.Protect(r.Origin)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, c := range sel {
+		if c.New == nil || c.New.Type != "symlink" {
+			continue
+		}
+		q, _ := visible(c.Path)
+		t, _ := visible(c.New.Target)
+		switch end, ok := resolveIn(tree, c.Path); {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("%s -> %s (leaves the origin)", q, t))
+		case rs.neverApplied(end) != "" || strings.EqualFold(end, ".git"):
+			bad = append(bad, fmt.Sprintf("%s -> %s (reaches %s)", q, t, end))
+		default:
+			if v, what, _ := prot.Check(end); v == harness.InState || v == harness.InWriteLater {
+				bad = append(bad, fmt.Sprintf("%s -> %s (reaches the protected %s)", q, t, what))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return refusal.Errorf(refusal.OutsideWorkspace, "refusing to apply root %s: these symlinks would lead out of the origin or into what it protects: %s. Nothing was changed", r.ID, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// resolveIn resolves the link at link in tree (origin-relative paths) as
+// the kernel would, every link on the way followed, and returns where it
+// ends; ok is false when the path leaves the tree (an absolute target, ..
+// past the top) or loops.
+func resolveIn(tree map[string]Entry, link string) (string, bool) {
+	e := tree[link]
+	var stack []string // the resolved directory so far
+	if d := path.Dir(link); d != "." {
+		stack = strings.Split(d, "/")
+	}
+	todo := strings.Split(e.Target, "/")
+	if strings.HasPrefix(e.Target, "/") || e.Target == "" {
+		return "", false
+	}
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) == 0 {
+				return "", false
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		p := strings.Join(append(slices.Clone(stack), c), "/")
+		if next, ok := tree[p]; ok && next.Type == "symlink" {
+			if hops++; hops > 40 || strings.HasPrefix(next.Target, "/") || next.Target == "" {
+				return "", false
+			}
+			todo = append(strings.Split(next.Target, "/"), todo...)
+			continue
+		}
+		stack = append(stack, c)
+	}
+	return strings.Join(stack, "/"), true
 }
 
 func randomTag() string {
@@ -333,7 +462,7 @@ func (tx *applyTx) chmod(name string, mode uint32) error {
 		return err
 	}
 	defer f.Close()
-	return f.Chmod(fs.FileMode(mode&0o777) | modeBits(mode))
+	return f.Chmod(fs.FileMode(mode & 0o777))
 }
 
 func (tx *applyTx) chmodDir(name string, old, mode uint32) error {
@@ -342,21 +471,6 @@ func (tx *applyTx) chmodDir(name string, old, mode uint32) error {
 	}
 	tx.undo = append(tx.undo, func() error { return tx.chmod(name, old) })
 	return nil
-}
-
-// modeBits turns setuid, setgid and sticky into fs.FileMode's.
-func modeBits(mode uint32) fs.FileMode {
-	var m fs.FileMode
-	if mode&unix.S_ISUID != 0 {
-		m |= fs.ModeSetuid
-	}
-	if mode&unix.S_ISGID != 0 {
-		m |= fs.ModeSetgid
-	}
-	if mode&unix.S_ISVTX != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
 }
 
 // stage writes the new content of c beside its target, read from the
@@ -382,7 +496,7 @@ func (tx *applyTx) stage(c Change) error {
 		}
 		_, err = f.Write(data)
 		if err == nil {
-			err = f.Chmod(fs.FileMode(c.New.Mode&0o777) | modeBits(c.New.Mode))
+			err = f.Chmod(fs.FileMode(c.New.Mode & 0o777)) // never setuid, setgid or sticky
 		}
 		if err == nil {
 			err = f.Sync()
@@ -414,11 +528,16 @@ func (tx *applyTx) setAside(name string) error {
 	return nil
 }
 
-// rollback undoes what was done, last first.
-func (tx *applyTx) rollback() {
+// rollback undoes what was done, last first, and says what it could not
+// undo.
+func (tx *applyTx) rollback() error {
+	var errs []error
 	for i := len(tx.undo) - 1; i >= 0; i-- {
-		tx.undo[i]()
+		if err := tx.undo[i](); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // cleanup empties and removes the staging directory: what was staged and
@@ -430,17 +549,23 @@ func (tx *applyTx) cleanup() {
 	tx.origin.RemoveDir(tx.dir)
 }
 
-// removeAll removes p, a file, a link or a directory set aside whole.
+// removeAll removes p, a file, a link or a directory set aside whole
+// (listed as often as a listing is cut short).
 func (tx *applyTx) removeAll(p string) {
 	if tx.origin.Remove(p) == nil {
 		return
 	}
-	entries, _, err := tx.origin.List(p)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		tx.removeAll(path.Join(p, e.Name))
+	for range 1 << 20 {
+		entries, truncated, err := tx.origin.List(p)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			tx.removeAll(path.Join(p, e.Name))
+		}
+		if !truncated {
+			break
+		}
 	}
 	tx.origin.RemoveDir(p)
 }

@@ -128,7 +128,7 @@ func (c *copier) visit(rel string, dir *os.File, name string, st *unix.Stat_t) e
 }
 
 func (c *copier) file(rel string, dir *os.File, name string, pd *os.File, st *unix.Stat_t, times [2]unix.Timespec) error {
-	in, err := openBeneath(int(dir.Fd()), name, unix.O_RDONLY)
+	in, err := openRegular(int(dir.Fd()), name)
 	if err != nil {
 		return err
 	}

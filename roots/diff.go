@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aymanbagabas/go-udiff"
 	"golang.org/x/sys/unix"
@@ -32,20 +33,48 @@ type Change struct {
 	// Conflict says how the origin changed at this path since the root
 	// was made: apply refuses the change.
 	Conflict string `json:"conflict,omitempty"`
+	// Hidden says why the diff does not show the content (binary, too
+	// large, unreadable): apply leaves it alone unless it is named.
+	Hidden string `json:"hidden,omitempty"`
+	// Control: the path, the link's target or the content holds control
+	// characters or bidirectional overrides, shown escaped.
+	Control bool `json:"control,omitempty"`
+	// Mode says what apply does not take of the new mode as it is:
+	// setuid, setgid and sticky bits are stripped; a file or directory
+	// others may write must be named.
+	Mode string `json:"mode,omitempty"`
+}
+
+// needsNaming says why apply takes the change only when it is named
+// ("" when it does not need to be).
+func (c Change) needsNaming() string {
+	switch {
+	case c.WriteLater != "":
+		return c.WriteLater
+	case c.Hidden != "":
+		return "its content is not shown: " + c.Hidden
+	case c.New != nil && c.New.Type != "symlink" && c.New.Mode&0o002 != 0:
+		return "others may write it (mode " + fmt.Sprintf("%04o", c.New.Mode&0o777) + ")"
+	}
+	return ""
 }
 
 // Marked reports whether the change is one a reviewer must look at
-// twice: a write-later path, an executable, or a symlink.
+// twice: a write-later path, an executable, a symlink, content not shown,
+// control characters, special mode bits, a conflict.
 func (c Change) Marked() bool {
-	return c.WriteLater != "" || c.Executable || (c.New != nil && c.New.Type == "symlink")
+	return c.WriteLater != "" || c.Executable || (c.New != nil && c.New.Type == "symlink") ||
+		c.Hidden != "" || c.Control || c.Mode != "" || c.Conflict != ""
 }
 
 // Diff is what changed in a root.
 type Diff struct {
 	Root    *Root    `json:"root"`
 	Changes []Change `json:"changes"`
-	// Git lists changes to the write-later files of the root's own git
-	// directory (its configuration, hooks, info): never applied.
+	// Git lists what a root never hands back: changes to the write-later
+	// files of its own git directory (configuration, hooks, info), and
+	// anything inside a git directory or a harness directory deeper in
+	// the tree (a nested repository's configuration runs commands).
 	Git []Change `json:"git,omitempty"`
 	// OriginChanged lists the origin's paths that changed since the root
 	// was made.
@@ -148,11 +177,19 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Diff{Root: r, Changes: compare(s.base, s.cur)}
+	d := &Diff{Root: r}
 	for _, c := range compare(s.git0, s.git) {
-		if !placeholder(c) {
+		if !mountPoint(c) {
 			d.Git = append(d.Git, c)
 		}
+	}
+	for _, c := range compare(s.base, s.cur) {
+		if why := rs.neverApplied(c.Path); why != "" {
+			c.WriteLater, c.WriteLaterPath = why, c.Path
+			d.Git = append(d.Git, c)
+			continue
+		}
+		d.Changes = append(d.Changes, c)
 	}
 	for _, c := range compare(s.origin0, s.origin) {
 		d.OriginChanged = append(d.OriginChanged, c.Path)
@@ -168,7 +205,31 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 		if c.New != nil && c.New.Executable() && (c.Old == nil || !c.Old.Executable() || c.Old.Digest != c.New.Digest) {
 			c.Executable = true
 		}
+		if c.New != nil && c.New.Type != "symlink" {
+			if c.New.Mode&0o7000 != 0 {
+				c.Mode = fmt.Sprintf("setuid, setgid or sticky bits (%04o) are not applied", c.New.Mode&0o7777)
+			}
+			if c.New.Mode&0o002 != 0 {
+				c.Mode = strings.TrimPrefix(c.Mode+"; others may write it", "; ")
+			}
+		}
+		_, c.Control = visible(c.Path)
+		if c.New != nil && c.New.Type == "symlink" {
+			if _, ctl := visible(c.New.Target); ctl {
+				c.Control = true
+			}
+		}
 		c.Conflict = conflict(c.Path, base, origin)
+		if c.Conflict == "" && c.Old != nil && c.Old.Type == "dir" && (c.New == nil || c.New.Type != "dir") {
+			c.Conflict = conflictBelow(c.Path, base, origin)
+		}
+		if c.Conflict == "" && (c.New == nil || c.New.Type != "dir") {
+			for _, p := range s.prot[:1] {
+				if v, what, why := p.Check(c.Path); v == harness.IsPinned {
+					c.Conflict = fmt.Sprintf("%s must stay a directory in the origin (%s)", what, why)
+				}
+			}
+		}
 	}
 	for i := range d.Git {
 		d.Git[i].WriteLater, d.Git[i].WriteLaterPath = "the root's git directory: git reads or runs it", ".git"
@@ -181,11 +242,103 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 	return d, nil
 }
 
-// placeholder reports whether a change of the git directory is one of
+// neverApplied says why a path of the root never goes back ("" when it
+// may): it is inside a git directory (or is a gitfile), or inside a
+// harness directory, at any depth.
+func (rs *Roots) neverApplied(p string) string {
+	for _, c := range strings.Split(p, "/") {
+		if strings.EqualFold(c, ".git") {
+			return "inside a git directory, or a gitfile: a nested repository's configuration and hooks run commands"
+		}
+		if isState(rs.h.State(), c) {
+			return "harness state"
+		}
+	}
+	return ""
+}
+
+// conflictBelow says how the origin changed below dir since the root was
+// made ("" when it did not): removing dir, or turning it into a file,
+// would remove that work.
+func conflictBelow(dir string, base, origin map[string]Entry) string {
+	var changed []string
+	for p, o := range origin {
+		if strings.HasPrefix(p, dir+"/") {
+			if b, ok := base[p]; !ok || !b.same(o) {
+				changed = append(changed, p)
+			}
+		}
+	}
+	for p := range base {
+		if _, ok := origin[p]; !ok && strings.HasPrefix(p, dir+"/") {
+			changed = append(changed, p)
+		}
+	}
+	if len(changed) == 0 {
+		return ""
+	}
+	slices.Sort(changed)
+	if len(changed) > 5 {
+		changed = append(changed[:5], "...")
+	}
+	return "the origin changed inside it since the root was made: " + strings.Join(changed, ", ")
+}
+
+// Visible returns s as a terminal may show it: control characters (but
+// tab and newline), DEL, C1 controls, bidirectional overrides and invalid
+// UTF-8 escaped as \\xNN or \\uNNNN.
+func Visible(s string) string { v, _ := visible(s); return v }
+
+// visible returns s with control characters (but tab and newline),
+// DEL, C1 controls, bidirectional overrides and invalid UTF-8 escaped as
+// \xNN or \uNNNN, and whether it escaped anything: what a terminal shows
+// is then what the bytes are.
+func visible(s string) (string, bool) {
+	clean := true
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean && utf8.ValidString(s) {
+		return s, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unsafeRune(r) && r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String(), true
+}
+
+func unsafeRune(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n':
+		return false
+	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
+		return true
+	}
+	return false
+}
+
+// mountPoint reports whether a change of the git directory is one of
 // the mount points a sandboxed run leaves there for paths git would read
 // if they existed: an empty file or directory, or a commondir naming the
 // git directory itself (bwrap binds them read-only; they stay).
-func placeholder(c Change) bool {
+func mountPoint(c Change) bool {
 	if c.Change != "added" || c.New == nil {
 		return false
 	}
@@ -239,7 +392,8 @@ func (rs *Roots) unified(r *Root, changes []Change, base, origin map[string]Entr
 	for i := range changes {
 		c := &changes[i]
 		if (c.Old == nil || c.Old.Type == "dir") && (c.New == nil || c.New.Type == "dir") && c.Change != "mode" {
-			fmt.Fprintf(&b, "diff --cordon a/%s b/%s\n", c.Path, c.Path)
+			qp, _ := visible(c.Path)
+			fmt.Fprintf(&b, "diff --cordon a/%s b/%s\n", qp, qp)
 			if c.New != nil {
 				fmt.Fprintf(&b, "new directory mode %06o\n", 0o040000|c.New.Mode)
 			} else {
@@ -247,7 +401,8 @@ func (rs *Roots) unified(r *Root, changes []Change, base, origin map[string]Entr
 			}
 			continue
 		}
-		fmt.Fprintf(&b, "diff --cordon a/%s b/%s\n", c.Path, c.Path)
+		qp, _ := visible(c.Path)
+		fmt.Fprintf(&b, "diff --cordon a/%s b/%s\n", qp, qp)
 		switch {
 		case c.Old == nil:
 			fmt.Fprintf(&b, "new file mode %06o\n", gitMode(*c.New))
@@ -261,7 +416,8 @@ func (rs *Roots) unified(r *Root, changes []Change, base, origin map[string]Entr
 		}
 		var oldText, newText string
 		var oldBin, newBin bool
-		oldLabel, newLabel := "a/"+c.Path, "b/"+c.Path
+		qp, _ = visible(c.Path)
+		oldLabel, newLabel := "a/"+qp, "b/"+qp
 		if c.Old == nil {
 			oldLabel = "/dev/null"
 		} else {
@@ -277,15 +433,24 @@ func (rs *Roots) unified(r *Root, changes []Change, base, origin map[string]Entr
 			t, bin, note := side(int(rootF.Fd()), c.Path, *c.New, map[string]Entry{c.Path: *c.New})
 			if note != "" {
 				fmt.Fprintf(&b, "# %s\n", note)
+				c.Hidden = note
 			}
 			newText, newBin = t, bin
+		}
+		if newBin && c.Hidden == "" {
+			c.Hidden = fmt.Sprintf("binary (a NUL byte in its first 8000 bytes), %d bytes", c.New.Size)
 		}
 		if oldBin || newBin {
 			c.Binary = true
 			fmt.Fprintf(&b, "Binary files %s and %s differ\n", oldLabel, newLabel)
 			continue
 		}
-		b.WriteString(udiff.Unified(oldLabel, newLabel, oldText, newText))
+		oldShown, _ := visible(oldText)
+		newShown, ctl := visible(newText)
+		if ctl {
+			c.Control = true
+		}
+		b.WriteString(udiff.Unified(oldLabel, newLabel, oldShown, newShown))
 	}
 	return b.String(), nil
 }

@@ -58,7 +58,7 @@ func scan(root *os.File, skip skipFunc) (Manifest, error) {
 			e.Mode = 0o777
 		case unix.S_IFREG:
 			e.Type, e.Size = "file", st.Size
-			f, err := openBeneath(int(dir.Fd()), name, unix.O_RDONLY)
+			f, err := openRegular(int(dir.Fd()), name)
 			if err != nil {
 				return err
 			}
@@ -130,10 +130,26 @@ func walk(dir *os.File, rel string, dev uint64, skip skipFunc, visit visitFunc) 
 	return nil
 }
 
-// readBeneath reads the file rel below dirfd (no symlink followed), at
-// most max bytes; more is an error.
+// openRegular opens the regular file rel below dirfd for reading (no
+// symlink followed), without blocking: a FIFO swapped in for a file is
+// refused, never waited on.
+func openRegular(dirfd int, rel string) (*os.File, error) {
+	f, err := openBeneath(dirfd, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: rel, Err: errors.New("not a regular file (it changed while it was read)")}
+	}
+	return f, nil
+}
+
+// readBeneath reads the regular file rel below dirfd (no symlink
+// followed), at most max bytes; more is an error.
 func readBeneath(dirfd int, rel string, max int64) ([]byte, error) {
-	f, err := openBeneath(dirfd, rel, unix.O_RDONLY)
+	f, err := openRegular(dirfd, rel)
 	if err != nil {
 		return nil, err
 	}

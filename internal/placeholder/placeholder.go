@@ -288,10 +288,23 @@ func record(dir, workspace string) (*os.File, string, error) {
 	return f, path, nil
 }
 
+// Running returns the workspace at or below workspace (absolute,
+// canonical) where a run recorded in stateDir's registry of runs is going
+// on, or "": for an operation on a whole tree that no run may overlap
+// (applying a disposable root).
+func Running(stateDir, workspace string) string {
+	active := filepath.Join(stateDir, "runs", "active")
+	return runningWithin(active, "", workspace, true)
+}
+
 // runningInside returns a workspace strictly inside workspace that a run
 // recorded in the registry dir (other than self) is going on in, or "".
 // Records whose run is gone (their lock is free) are removed.
 func runningInside(dir, self, workspace string) string {
+	return runningWithin(dir, self, workspace, false)
+}
+
+func runningWithin(dir, self, workspace string, orAt bool) string {
 	names, err := readNames(dir)
 	if err != nil {
 		return ""
@@ -312,7 +325,7 @@ func runningInside(dir, self, workspace string) string {
 			continue
 		}
 		f.Close()
-		if ws := string(data); ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
+		if ws := string(data); ws == workspace && orAt || ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
 			return ws
 		}
 	}
