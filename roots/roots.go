@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -160,11 +159,17 @@ func resolve(dir string) string {
 
 func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
 // newID names a root after its origin, with 6 random bytes: "myrepo-3fa9c2d1e0b4".
 func newID(origin string) string {
-	base := strings.Trim(unsafeName.ReplaceAllString(filepath.Base(origin), "-"), "-.")
+	var b0 strings.Builder
+	for _, c := range []byte(filepath.Base(origin)) {
+		if nameChar(c) {
+			b0.WriteByte(c)
+		} else if !strings.HasSuffix(b0.String(), "-") {
+			b0.WriteByte('-')
+		}
+	}
+	base := strings.Trim(b0.String(), "-.")
 	if len(base) > 40 {
 		base = base[:40]
 	}
@@ -300,7 +305,7 @@ func (rs *Roots) byID(id string) (*Root, error) {
 // [refusal.NotARoot]; a record that is not authentic
 // [refusal.UntrustedState].
 func (rs *Roots) Find(name string) (*Root, error) {
-	if idPattern.MatchString(name) && !strings.Contains(name, "/") {
+	if validID(name) {
 		if _, err := os.Stat(rs.store.file(name, "")); err == nil {
 			return rs.byID(name)
 		}

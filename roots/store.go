@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -67,7 +66,24 @@ const (
 	maxManifest   = 256 << 20
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// nameChar reports whether c may be in a root's name.
+func nameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// validID reports whether id may name a root: 1 to 64 of [A-Za-z0-9._-],
+// not "." or "..".
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 || id == "." || id == ".." {
+		return false
+	}
+	for i := range len(id) {
+		if !nameChar(id[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // store keeps the records: <state dir>/roots/<id>.json, and each root's
 // manifests beside it.
@@ -128,7 +144,7 @@ func (s *store) save(r *Record, manifests map[string]Manifest) error {
 // not hold — edited, forged, made with another key — is
 // [refusal.UntrustedState]; a missing one [refusal.NotARoot].
 func (s *store) load(id string) (*Record, error) {
-	if !idPattern.MatchString(id) {
+	if !validID(id) {
 		return nil, refusal.Errorf(refusal.NotARoot, "%q is not the name of a root cordon made", id)
 	}
 	data, err := readFile(s.file(id, ""), maxRecordFile)
