@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordon-run/cordon/internal/wasmtest"
+)
+
+// mcpSession starts `cordon mcp` in ws as a real process and connects
+// the SDK's client to it over its stdin and stdout.
+func mcpSession(t *testing.T, ws string, changed chan<- struct{}, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := cordonProcess(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, append([]string{"-w", ws, "mcp"}, args...)...)
+	cmd.Stderr = os.Stderr
+	opts := &mcp.ClientOptions{}
+	if changed != nil {
+		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// call calls a tool and returns its result's text and whether it is an
+// error; a protocol error fails the test.
+func call(t *testing.T, s *mcp.ClientSession, name string, args any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: a protocol error: %v", name, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+func errorKind(t *testing.T, text string) string {
+	t.Helper()
+	var e struct{ Error string }
+	json.Unmarshal([]byte(text), &e)
+	return e.Error
+}
+
+func TestMCPServer(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello\nTODO one\nTODO two\n"), 0o644)
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	os.WriteFile(outside, []byte("host\n"), 0o644)
+	changed := make(chan struct{}, 4)
+	s := mcpSession(t, ws, changed)
+
+	tools, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Name == "bash" && !strings.Contains(tl.Description, "no argument changes them") {
+			t.Errorf("bash's description does not carry the rule: %s", tl.Description)
+		}
+	}
+	for _, want := range []string{"read_file", "write_file", "edit_file", "list_dir", "bash", "register_tool"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("tools/list lacks %s: %v", want, names)
+		}
+	}
+
+	if got, isErr := call(t, s, "read_file", map[string]any{"path": "a.txt"}); isErr || !strings.HasPrefix(got, "hello") {
+		t.Errorf("read_file: %q %v", got, isErr)
+	}
+	for _, p := range []string{"../" + filepath.Base(filepath.Dir(outside)) + "/outside.txt", outside, ".efferent/x"} {
+		got, isErr := call(t, s, "read_file", map[string]any{"path": p})
+		if !isErr || (errorKind(t, got) != "OutsideWorkspace" && errorKind(t, got) != "HarnessState") {
+			t.Errorf("read_file %s: %q %v; want a refusal as a tool result", p, got, isErr)
+		}
+	}
+	if _, isErr := call(t, s, "write_file", map[string]any{"path": "notes/b.txt", "content": "new\n"}); isErr {
+		t.Error("write_file failed")
+	}
+	if _, isErr := call(t, s, "edit_file", map[string]any{"path": "notes/b.txt", "old": "new", "new": "edited"}); isErr {
+		t.Error("edit_file failed")
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "notes/b.txt")); string(data) != "edited\n" {
+		t.Errorf("notes/b.txt = %q", data)
+	}
+	if got, isErr := call(t, s, "write_file", map[string]any{"path": ".git/hooks/pre-commit", "content": "evil"}); !isErr || errorKind(t, got) == "" {
+		t.Errorf("write_file of a hook: %q %v", got, isErr)
+	}
+	if got, isErr := call(t, s, "list_dir", map[string]any{}); isErr || !strings.Contains(got, "a.txt") {
+		t.Errorf("list_dir: %q %v", got, isErr)
+	}
+
+	// bash: sandboxed, and no argument can make it otherwise.
+	got, isErr := call(t, s, "bash", map[string]any{"command": "echo hi > out.txt && cat out.txt"})
+	if isErr || !strings.Contains(got, `"stdout":"hi\n"`) || !strings.Contains(got, `"sandboxed":true`) {
+		t.Errorf("bash: %q %v", got, isErr)
+	}
+	got, isErr = call(t, s, "bash", map[string]any{"command": "echo pwned > " + outside})
+	if !isErr || !strings.Contains(got, `"sandboxed":true`) {
+		t.Errorf("bash writing outside: %q %v", got, isErr)
+	}
+	if data, _ := os.ReadFile(outside); string(data) != "host\n" {
+		t.Fatal("bash wrote a host file")
+	}
+	for _, widen := range []map[string]any{
+		{"command": "true", "no_sandbox": true},
+		{"command": "true", "net": "host"},
+		{"command": "true", "substrate": "host"},
+	} {
+		if got, isErr := call(t, s, "bash", widen); !isErr || errorKind(t, got) != "Invalid" {
+			t.Errorf("bash %v: %q %v; want the argument refused", widen, got, isErr)
+		}
+	}
+	if got, isErr := call(t, s, "bash", map[string]any{"command": "sleep 30", "timeout_seconds": 0.5}); !isErr || !strings.Contains(got, `"timed_out":true`) {
+		t.Errorf("bash past its timeout: %q %v", got, isErr)
+	}
+	// An unknown tool is the protocol's error (invalid params); the
+	// server goes on.
+	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool"}); err == nil && !res.IsError {
+		t.Errorf("unknown tool: %+v", res)
+	}
+
+	// Concurrent calls.
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo " + string(rune('a'+i))}})
+			if err != nil || res.IsError {
+				errs <- "a concurrent call failed"
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+
+	// register_tool: a wasm tool the model wrote, then called.
+	decl := json.RawMessage(wasmtest.Declaration(t, "examples/count-lines"))
+	module := wasmtest.Go(t, "examples/count-lines")
+	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": decl, "files": map[string]string{"tool.wasm": base64.StdEncoding.EncodeToString(module)}})
+	if isErr || !strings.Contains(got, `"tool":"count-lines"`) {
+		t.Fatalf("register_tool: %q %v", got, isErr)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Error("no notifications/tools/list_changed after register_tool")
+	}
+	tools, _ = s.ListTools(context.Background(), nil)
+	if !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "count-lines" }) {
+		t.Fatal("the registered tool is not listed")
+	}
+	if got, isErr := call(t, s, "count-lines", map[string]any{"pattern": "TODO"}); isErr || !strings.Contains(got, "2") {
+		t.Errorf("count-lines: %q %v", got, isErr)
+	}
+	if got, isErr := call(t, s, "count-lines", map[string]any{"pattern": 3}); !isErr || errorKind(t, got) != "InputRefused" {
+		t.Errorf("count-lines with bad input: %q %v", got, isErr)
+	}
+	// A refused declaration comes back with its reasons.
+	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "fetch", "kind": "wasm", "module": "m.wasm", "capabilities": []string{"net.connect:host:example.com"}}, "files": map[string]string{"m.wasm": base64.StdEncoding.EncodeToString(module)}})
+	if !isErr || !strings.Contains(got, `"reasons"`) {
+		t.Errorf("a refused registration: %q %v", got, isErr)
+	}
+	if got, isErr := call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "bash", "kind": "wasm", "module": "m.wasm", "capabilities": []string{}}}); !isErr || !strings.Contains(got, "may not be named") {
+		t.Errorf("a tool named bash: %q %v", got, isErr)
+	}
+}
+
+// TestMCPServerSurvivesBadInput: malformed JSON and a client that leaves
+// mid-call; the call's processes die with it.
+func TestMCPServerSurvivesBadInput(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	marker := filepath.Join(ws, "still-running")
+	// A client that sends a call and goes (closes the server's stdin).
+	cmd := cordonProcess(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, "-w", ws, "mcp")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.Contains(line, `"serverInfo"`) {
+		t.Fatalf("initialize: %q", line)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 2; echo alive > `+marker+`","timeout_seconds":30}}}`+"\n")
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the server outlived its client by 10s")
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("the server took %v to end after its client went", d)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the call's command outlived its client")
+	}
+
+	// Raw malformed lines, a message too long, a request before
+	// initialize, then a valid request: the server answers each and goes on.
+	cmd = cordonProcess(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, "-w", ws, "mcp")
+	stdin, _ = cmd.StdinPipe()
+	stdout, _ = cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	go func() {
+		io.WriteString(stdin, "{not json\n")
+		io.WriteString(stdin, `{"a":1}`+"\n")
+		io.WriteString(stdin, strings.Repeat("x", 40<<20)+"\n")
+		io.WriteString(stdin, `{"jsonrpc":"2.0","id":7,"method":"nope"}`+"\n")
+		io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+	}()
+	br := bufio.NewReader(stdout)
+	var got []string
+	for len(got) < 5 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break
+		}
+		got = append(got, line)
+	}
+	stdin.Close()
+	all := strings.Join(got, "")
+	if strings.Count(all, `"code":-32700`) != 2 || !strings.Contains(all, "longer than") || !strings.Contains(all, `"id":7`) || !strings.Contains(all, `"serverInfo"`) {
+		t.Errorf("answers to bad input, then initialize: %.600s", all)
+	}
+}
