@@ -490,6 +490,20 @@ func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp
 	return result(out, res.TimedOut || res.ExitCode != 0 || res.Canceled)
 }
 
+// widens says how a grant would reach past the server's start ("" when
+// it does not): the network, when the server was started without it.
+func (s *Server) widens(g *admission.Grant) string {
+	if s.cfg.HostNet {
+		return ""
+	}
+	for _, c := range g.All().All() {
+		if c.Kind() == capabilities.KindNetConnect || c.Kind() == capabilities.KindNet && c != capabilities.NoNet() {
+			return fmt.Sprintf("it is granted %s, and this server was started without the network (cordon mcp --net none): no tool gets more than the server's start", c)
+		}
+	}
+	return ""
+}
+
 // syncTools serves every admitted tool, and stops serving removed ones.
 func (s *Server) syncTools() error {
 	grants, _, err := s.cfg.Registry.List()
@@ -536,6 +550,9 @@ func (s *Server) serveTool(t *admission.Tool) {
 		p, err := s.cfg.Admitter.Prepare(ctx, s.cfg.Registry, name, input)
 		if err != nil {
 			return refused("run", name, err), nil
+		}
+		if why := s.widens(p.Grant); why != "" {
+			return refused("run", name, refusal.Errorf(refusal.CapabilityRefused, "refusing to run %s: %s", name, why)), nil
 		}
 		return s.run(ctx, "run", p), nil
 	})
@@ -602,6 +619,9 @@ func (s *Server) registerTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 	adm, err := s.cfg.Admitter.Admit(ctx, admission.Source{Name: "register_tool", Data: a.Declaration, Format: admission.FormatJSON, Dir: dir})
 	if err != nil {
 		return refused("register", "", err), nil
+	}
+	if why := s.widens(adm.Grant); why != "" {
+		return refused("register", "", refusal.Errorf(refusal.CapabilityRefused, "refusing to register %s: %s", adm.Grant.Tool, why)), nil
 	}
 	if _, err := s.cfg.Registry.Register(adm); err != nil {
 		return refused("register", "", err), nil

@@ -201,6 +201,11 @@ func TestMCPServer(t *testing.T) {
 	if got, isErr := call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "bash", "kind": "wasm", "module": "m.wasm", "capabilities": []string{}}}); !isErr || !strings.Contains(got, "may not be named") {
 		t.Errorf("a tool named bash: %q %v", got, isErr)
 	}
+	// A tool cannot widen the server's start: no network under --net none.
+	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "online", "kind": "native", "command": []string{"sh", "-c", "true"}, "capabilities": []string{"net:host", "time:5s"}}})
+	if !isErr || errorKind(t, got) != "CapabilityRefused" || !strings.Contains(got, "--net none") {
+		t.Errorf("a tool asking for the network: %q %v", got, isErr)
+	}
 }
 
 // TestMCPServerSurvivesBadInput: malformed JSON and a client that leaves
