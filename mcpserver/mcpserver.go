@@ -62,6 +62,10 @@ type Config struct {
 	MaxOutput, MaxMaxOutput int64
 	// Extra capabilities every bash call gets (limits: memory:, pids:).
 	Extra []capabilities.Capability
+	// Env names the variables of the server's environment a tool may be
+	// granted (env:NAME); a grant of any other is refused, so that a
+	// model cannot register a tool that reads the server's secrets.
+	Env []string
 	// Decide, when set, is asked before every run (bash and every tool):
 	// an error refuses the call (the autonomy preconditions of an
 	// unattended server, re-checked per call).
@@ -493,12 +497,12 @@ func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp
 // widens says how a grant would reach past the server's start ("" when
 // it does not): the network, when the server was started without it.
 func (s *Server) widens(g *admission.Grant) string {
-	if s.cfg.HostNet {
-		return ""
-	}
 	for _, c := range g.All().All() {
-		if c.Kind() == capabilities.KindNetConnect || c.Kind() == capabilities.KindNet && c != capabilities.NoNet() {
+		switch {
+		case !s.cfg.HostNet && (c.Kind() == capabilities.KindNetConnect || c.Kind() == capabilities.KindNet && c != capabilities.NoNet()):
 			return fmt.Sprintf("it is granted %s, and this server was started without the network (cordon mcp --net none): no tool gets more than the server's start", c)
+		case c.Kind() == capabilities.KindEnv && !slices.Contains(s.cfg.Env, c.Name()):
+			return fmt.Sprintf("it is granted %s, and this server was not started with --env %s: no tool reads more of the server's environment than its start names", c, c.Name())
 		}
 	}
 	return ""

@@ -23,13 +23,15 @@ func init() {
 
 const mcpUsage = `usage: cordon mcp [-w DIR] [--autonomy supervised|unattended] [--net none|host]
                   [--substrate bwrap|landlock] [--no-sandbox] [--memory SIZE] [--pids N]
-                  [--timeout D] [--max-timeout D]
+                  [--timeout D] [--max-timeout D] [--env NAME]...
 
 Serves the workspace over MCP on stdin/stdout: read_file, write_file, edit_file,
 list_dir, bash (each call in a fresh sandbox), register_tool, and every admitted
 tool as a tool of its own (tools/list_changed when the set changes). The
 sandbox, substrate, network, limits, harness state and autonomy level are fixed
-here, for the server's life: no tool argument changes them. With --autonomy
+here, for the server's life: no tool argument changes them, and no tool
+registered from the conversation is granted the network under --net none, or a
+variable of the server's environment that --env does not name. With --autonomy
 unattended the server starts only where every precondition holds (cordon
 autonomy check), and checks them again before every run.
 
@@ -46,6 +48,7 @@ func runMCP(e *env, args []string) int {
 	pids := fs.Int("pids", 0, "process limit of each bash call")
 	timeout := fs.Duration("timeout", defaultExecTimeout, "bash's default timeout")
 	maxTimeout := fs.Duration("max-timeout", 0, "bash's longest timeout (default: 10m, or the timeout if longer)")
+	envNames := fs.StringArray("env", nil, "a variable bash and tools may be given")
 	if code := e.parse(fs, args, mcpUsage); code >= 0 {
 		return code
 	}
@@ -69,14 +72,14 @@ func runMCP(e *env, args []string) int {
 	if sub != bwrap.Name {
 		tmp = ""
 	}
-	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, capture.FormatSize(256<<10), *netName, tmp, nil, *memory, *pids, 0)
+	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, capture.FormatSize(256<<10), *netName, tmp, *envNames, *memory, *pids, 0)
 	if code >= 0 {
 		return code
 	}
 	var extra []capabilities.Capability
 	for _, c := range set.All() {
 		switch c.Kind() {
-		case "memory", "pids", "tmp":
+		case "memory", "pids", "tmp", "env":
 			extra = append(extra, c)
 		}
 	}
@@ -109,7 +112,7 @@ func runMCP(e *env, args []string) int {
 	cfg := mcpserver.Config{
 		Admitter: a, Registry: reg, Runtime: rt, Files: ws,
 		Substrate: sub, HostNet: *netName == "host", Timeout: *timeout, MaxTimeout: *maxTimeout,
-		Extra: extra, Autonomy: lvl, Version: versionString(),
+		Extra: extra, Env: *envNames, Autonomy: lvl, Version: versionString(),
 	}
 	if lvl == autonomy.Unattended {
 		cfg.Decide = func(ctx context.Context, op string, p *admission.Prepared) error {

@@ -206,6 +206,10 @@ func TestMCPServer(t *testing.T) {
 	if !isErr || errorKind(t, got) != "CapabilityRefused" || !strings.Contains(got, "--net none") {
 		t.Errorf("a tool asking for the network: %q %v", got, isErr)
 	}
+	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "snoop", "kind": "native", "command": []string{"sh", "-c", "echo $SECRET_TOKEN"}, "capabilities": []string{"env:SECRET_TOKEN", "time:5s"}}})
+	if !isErr || errorKind(t, got) != "CapabilityRefused" || !strings.Contains(got, "--env SECRET_TOKEN") {
+		t.Errorf("a tool asking for the server's environment: %q %v", got, isErr)
+	}
 }
 
 // TestMCPServerSurvivesBadInput: malformed JSON and a client that leaves
