@@ -62,6 +62,14 @@ type Config struct {
 	MaxOutput, MaxMaxOutput int64
 	// Extra capabilities every bash call gets (limits: memory:, pids:).
 	Extra []capabilities.Capability
+	// MaxToolMemory bounds the memory a tool may be granted (default
+	// 1 GiB; a wasm tool runs in the server's own process, and gets at
+	// most half of it); MaxToolPids its processes, when the server has
+	// a process limit of its own (Extra).
+	MaxToolMemory int64
+	// Concurrency bounds the runs going on at once (default 8); more
+	// calls wait their turn.
+	Concurrency int
 	// Env names the variables of the server's environment a tool may be
 	// granted (env:NAME); a grant of any other is refused, so that a
 	// model cannot register a tool that reads the server's secrets.
@@ -82,6 +90,8 @@ type Server struct {
 	srv   *mcp.Server
 	mu    sync.Mutex
 	tools map[string]bool // admitted tools served
+	mine  map[string]bool // tools registered through this server
+	slots chan struct{}   // one per run going on
 	// gone is canceled when the client goes: every call in flight ends,
 	// its processes killed.
 	gone   context.Context
@@ -106,9 +116,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxOutput = 256 << 10
 	}
 	if cfg.MaxMaxOutput < cfg.MaxOutput {
-		cfg.MaxMaxOutput = max(cfg.MaxOutput, 16<<20)
+		cfg.MaxMaxOutput = max(cfg.MaxOutput, 4<<20)
 	}
-	s := &Server{cfg: cfg, tools: map[string]bool{}}
+	if cfg.MaxToolMemory <= 0 {
+		cfg.MaxToolMemory = 1 << 30
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	s := &Server{cfg: cfg, tools: map[string]bool{}, mine: map[string]bool{}, slots: make(chan struct{}, cfg.Concurrency)}
 	s.gone, s.goneFn = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: s.instructions(),
@@ -186,6 +202,10 @@ func (g *lineGuard) Read(p []byte) (int, error) {
 		case tooLong:
 			g.reply(jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes: dropped", MaxMessage))
 		case len(msg) == 0:
+		case msg[0] == '[':
+			// The protocol's versions since 2025-06-18 have no batches,
+			// and the SDK ends a session that sends one.
+			g.reply(jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not part of this protocol: dropped")
 		case !wellFormed(msg):
 			g.reply(jsonrpc.CodeParseError, "not a JSON-RPC 2.0 message: dropped")
 		default:
@@ -204,21 +224,9 @@ func (g *lineGuard) reply(code int64, msg string) {
 	g.out.Write(append(data, '\n'))
 }
 
-// wellFormed reports whether msg is a JSON-RPC message, or a batch of
-// them, as the SDK decodes them.
+// wellFormed reports whether msg is a JSON-RPC message as the SDK
+// decodes it.
 func wellFormed(msg []byte) bool {
-	if msg[0] == '[' {
-		var batch []json.RawMessage
-		if json.Unmarshal(msg, &batch) != nil || len(batch) == 0 {
-			return false
-		}
-		for _, m := range batch {
-			if _, err := jsonrpc.DecodeMessage(m); err != nil {
-				return false
-			}
-		}
-		return true
-	}
 	_, err := jsonrpc.DecodeMessage(msg)
 	return err == nil
 }
@@ -342,7 +350,9 @@ func refused(op, p string, err error) *mcp.CallToolResult {
 
 func result(v any, isError bool) *mcp.CallToolResult {
 	data, _ := json.Marshal(v)
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}, StructuredContent: v, IsError: isError}
+	// One copy only: the JSON as text (structured content would double
+	// what an output of megabytes costs).
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}, IsError: isError}
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -441,9 +451,15 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if strings.TrimSpace(a.Command) == "" {
 		return refused("bash", "", refusal.Errorf(refusal.Invalid, "bash needs a command")), nil
 	}
+	if strings.ContainsRune(a.Command, 0) {
+		return refused("bash", "", refusal.Errorf(refusal.Invalid, "bash: the command holds a NUL byte, which no command line can")), nil
+	}
 	timeout, output := s.cfg.Timeout, s.cfg.MaxOutput
 	if a.TimeoutSeconds > 0 {
-		timeout = min(time.Duration(a.TimeoutSeconds*float64(time.Second)), s.cfg.MaxTimeout)
+		timeout = s.cfg.MaxTimeout
+		if a.TimeoutSeconds < s.cfg.MaxTimeout.Seconds() {
+			timeout = max(time.Duration(a.TimeoutSeconds*float64(time.Second)), time.Millisecond)
+		}
 	}
 	if a.MaxOutputBytes > 0 {
 		output = min(a.MaxOutputBytes, s.cfg.MaxMaxOutput)
@@ -463,6 +479,12 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp.CallToolResult {
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return refused(op, "", refusal.Errorf(refusal.Canceled, "canceled before it started: %v", ctx.Err()))
+	}
 	if s.cfg.Decide != nil {
 		if err := s.cfg.Decide(ctx, op, p); err != nil {
 			return refused(op, "", err)
@@ -503,9 +525,39 @@ func (s *Server) widens(g *admission.Grant) string {
 			return fmt.Sprintf("it is granted %s, and this server was started without the network (cordon mcp --net none): no tool gets more than the server's start", c)
 		case c.Kind() == capabilities.KindEnv && !slices.Contains(s.cfg.Env, c.Name()):
 			return fmt.Sprintf("it is granted %s, and this server was not started with --env %s: no tool reads more of the server's environment than its start names", c, c.Name())
+		case c.Kind() == capabilities.KindTime && c.Duration() > s.cfg.MaxTimeout:
+			return fmt.Sprintf("it is granted %s, more than this server's longest run (%v)", c, s.cfg.MaxTimeout)
+		case c.Kind() == capabilities.KindOutput && c.Size() > s.cfg.MaxMaxOutput:
+			return fmt.Sprintf("it is granted %s, more than this server's largest output (%d bytes)", c, s.cfg.MaxMaxOutput)
+		case c.Kind() == capabilities.KindMemory && c.Size() > s.maxMemory(g):
+			return fmt.Sprintf("it is granted %s, more than this server lets a tool have (%d bytes)", c, s.maxMemory(g))
+		}
+	}
+	// The server's own limits hold for every native tool: one that asks
+	// for none is not run without them.
+	if g.Kind == admission.KindNative {
+		for _, x := range s.cfg.Extra {
+			if x.Kind() != capabilities.KindMemory && x.Kind() != capabilities.KindPids {
+				continue
+			}
+			have := g.All().Of(x.Kind())
+			if len(have) == 0 {
+				return fmt.Sprintf("this server runs everything under %s; declare %s (or less) for the tool", x, x)
+			}
+			if x.Kind() == capabilities.KindMemory && have[0].Size() > x.Size() || x.Kind() == capabilities.KindPids && have[0].Count() > x.Count() {
+				return fmt.Sprintf("it is granted %s, more than this server's %s", have[0], x)
+			}
 		}
 	}
 	return ""
+}
+
+// maxMemory is the most memory a tool may be granted here.
+func (s *Server) maxMemory(g *admission.Grant) int64 {
+	if g.Kind == admission.KindWasm {
+		return s.cfg.MaxToolMemory / 2
+	}
+	return s.cfg.MaxToolMemory
 }
 
 // syncTools serves every admitted tool, and stops serving removed ones.
@@ -537,12 +589,26 @@ func (s *Server) syncTools() error {
 	return nil
 }
 
-// serveTool adds (or replaces) the MCP tool of an admitted tool.
+// objectSchema returns the tool's input schema as MCP takes it (a JSON
+// object of type "object"), or why it cannot.
+func objectSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m["type"] != "object" {
+		return nil, refusal.Errorf(refusal.InvalidDeclaration, "the tool's input_schema must be a JSON schema object of type \"object\" to be served over MCP (its input is a JSON object)")
+	}
+	return raw, nil
+}
+
+// serveTool adds (or replaces) the MCP tool of an admitted tool; a tool
+// whose schema MCP cannot carry is not served.
 func (s *Server) serveTool(t *admission.Tool) {
 	name := t.Grant.Tool
-	in := json.RawMessage(t.Declaration.InputSchema)
-	if len(in) == 0 {
-		in = json.RawMessage(`{"type":"object"}`)
+	in, err := objectSchema(t.Declaration.InputSchema)
+	if err != nil {
+		return
 	}
 	desc := strings.TrimSpace(t.Declaration.Description)
 	desc += fmt.Sprintf(" (an admitted %s tool on %s, granted: %s; it runs under exactly that grant)", t.Grant.Kind, t.Grant.Substrate, t.Grant.All().String())
@@ -624,14 +690,34 @@ func (s *Server) registerTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if err != nil {
 		return refused("register", "", err), nil
 	}
+	if _, err := objectSchema(adm.Declaration.InputSchema); err != nil {
+		return refused("register", "", err), nil
+	}
+	// A tool admitted otherwise (a person's cordon admit) is not replaced
+	// from the conversation.
+	s.mu.Lock()
+	_, served := s.tools[adm.Grant.Tool]
+	mine := s.mine[adm.Grant.Tool]
+	s.mu.Unlock()
+	if served && !mine {
+		return refused("register", "", refusal.Errorf(refusal.Exists, "a tool %q is admitted already, not through this server: register yours under another name (cordon tools remove %s, by a person, frees the name)", adm.Grant.Tool, adm.Grant.Tool)), nil
+	}
 	if why := s.widens(adm.Grant); why != "" {
 		return refused("register", "", refusal.Errorf(refusal.CapabilityRefused, "refusing to register %s: %s", adm.Grant.Tool, why)), nil
 	}
-	if _, err := s.cfg.Registry.Register(adm); err != nil {
+	replaced, err := s.cfg.Registry.Register(adm)
+	if err != nil {
 		return refused("register", "", err), nil
 	}
+	s.mu.Lock()
+	s.mine[adm.Grant.Tool] = true
+	s.mu.Unlock()
 	if err := s.syncTools(); err != nil {
 		return refused("register", "", err), nil
 	}
-	return result(adm.Grant, false), nil
+	out := map[string]any{"grant": adm.Grant}
+	if replaced != nil {
+		out["replaced"] = replaced.Digest
+	}
+	return result(out, false), nil
 }

@@ -201,6 +201,42 @@ func TestMCPServer(t *testing.T) {
 	if got, isErr := call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "bash", "kind": "wasm", "module": "m.wasm", "capabilities": []string{}}}); !isErr || !strings.Contains(got, "may not be named") {
 		t.Errorf("a tool named bash: %q %v", got, isErr)
 	}
+	// A schema MCP cannot carry is refused, and the server goes on.
+	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "sch", "kind": "native", "command": []string{"sh", "-c", "true"}, "capabilities": []string{"time:5s"}, "input_schema": map[string]any{"type": "string"}}})
+	if !isErr || errorKind(t, got) != "InvalidDeclaration" {
+		t.Errorf("a tool whose input is not an object: %q %v", got, isErr)
+	}
+	// Nor more time or output than the server's ceilings.
+	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "long", "kind": "native", "command": []string{"sh", "-c", "true"}, "capabilities": []string{"time:24h"}}})
+	if !isErr || errorKind(t, got) != "CapabilityRefused" || !strings.Contains(got, "longest run") {
+		t.Errorf("a tool asking for a day: %q %v", got, isErr)
+	}
+	// A tool a person admitted is not replaced from the conversation.
+	os.WriteFile(filepath.Join(ws, "fmt.yaml"), []byte("name: fmt\ndescription: a person's\nkind: native\ncommand: [sh, -c, \"echo person\"]\ncapabilities: [time:5s]\n"), 0o644)
+	if code, stdout, stderr := cordonMain(t, "", "-w", ws, "admit", filepath.Join(ws, "fmt.yaml")); code != 0 {
+		t.Fatalf("admit fmt: %d %s %s", code, stdout, stderr)
+	}
+	s2 := mcpSession(t, ws, nil)
+	got, isErr = call(t, s2, "register_tool", map[string]any{"declaration": map[string]any{"name": "fmt", "kind": "native", "command": []string{"sh", "-c", "echo model"}, "capabilities": []string{"time:5s"}}})
+	if !isErr || errorKind(t, got) != "Exists" {
+		t.Errorf("replacing a person's tool: %q %v", got, isErr)
+	}
+	// A batch is answered and dropped, not the end of the session.
+	if got, isErr := call(t, s2, "read_file", map[string]any{"path": "a.txt"}); isErr || !strings.HasPrefix(got, "hello") {
+		t.Errorf("the second session: %q %v", got, isErr)
+	}
+
+	// Under the server's limits, a native tool must declare them too.
+	s3 := mcpSession(t, ws, nil, "--memory", "256MiB", "--pids", "16")
+	got, isErr = call(t, s3, "register_tool", map[string]any{"declaration": map[string]any{"name": "forky", "kind": "native", "command": []string{"sh", "-c", "true"}, "capabilities": []string{"time:5s"}}})
+	if !isErr || errorKind(t, got) != "CapabilityRefused" || !strings.Contains(got, "runs everything under") {
+		t.Errorf("a tool without the server's limits: %q %v", got, isErr)
+	}
+	got, isErr = call(t, s3, "register_tool", map[string]any{"declaration": map[string]any{"name": "forky", "kind": "native", "command": []string{"sh", "-c", "true"}, "capabilities": []string{"time:5s", "memory:128MiB", "pids:8"}}})
+	if isErr {
+		t.Errorf("a tool within the server's limits: %q", got)
+	}
+
 	// A tool cannot widen the server's start: no network under --net none.
 	got, isErr = call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "online", "kind": "native", "command": []string{"sh", "-c", "true"}, "capabilities": []string{"net:host", "time:5s"}}})
 	if !isErr || errorKind(t, got) != "CapabilityRefused" || !strings.Contains(got, "--net none") {
@@ -264,12 +300,13 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 		io.WriteString(stdin, "{not json\n")
 		io.WriteString(stdin, `{"a":1}`+"\n")
 		io.WriteString(stdin, strings.Repeat("x", 40<<20)+"\n")
+		io.WriteString(stdin, `[{"jsonrpc":"2.0","id":9,"method":"ping"}]`+"\n")
 		io.WriteString(stdin, `{"jsonrpc":"2.0","id":7,"method":"nope"}`+"\n")
 		io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
 	}()
 	br := bufio.NewReader(stdout)
 	var got []string
-	for len(got) < 5 {
+	for len(got) < 6 {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			break
@@ -278,7 +315,7 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 	}
 	stdin.Close()
 	all := strings.Join(got, "")
-	if strings.Count(all, `"code":-32700`) != 2 || !strings.Contains(all, "longer than") || !strings.Contains(all, `"id":7`) || !strings.Contains(all, `"serverInfo"`) {
+	if strings.Count(all, `"code":-32700`) != 2 || !strings.Contains(all, "longer than") || !strings.Contains(all, "batches") || !strings.Contains(all, `"id":7`) || !strings.Contains(all, `"serverInfo"`) {
 		t.Errorf("answers to bad input, then initialize: %.600s", all)
 	}
 }
