@@ -90,14 +90,6 @@ func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
-	}
-	ttl := p.TTL
-	if ttl <= 0 {
-		ttl = DefaultTTL
-	}
 	proof := &Proof{Citations: map[string][]Citation{}, Failed: map[string][]Failure{}}
 	needed := map[string]Probe{}
 	var order []string
@@ -116,7 +108,6 @@ func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error)
 			}
 		}
 	}
-	hostDigest := host.Digest()
 	type outcome struct {
 		cite Citation
 		fail *Failure
@@ -128,9 +119,7 @@ func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error)
 		if err != nil {
 			return nil, err
 		}
-		fresh := ok && idx.Verdict == evidence.Pass && idx.Host == hostDigest && idx.Cordon == bin.Digest &&
-			now().Sub(idx.Time) < ttl && !idx.Time.After(now().Add(time.Minute))
-		if fresh {
+		if p.stale(idx, ok, host, bin) == "" {
 			outcomes[name] = outcome{cite: Citation{Probe: name, Receipt: idx.Digest, Sequence: idx.Sequence, Time: idx.Time}}
 			continue
 		}
@@ -204,6 +193,35 @@ func BinarySubject(bin evidence.Binary) []evidence.Subject {
 	return []evidence.Subject{{Name: "cordon", Digest: map[string]string{"sha256": strings.TrimPrefix(bin.Digest, "sha256:")}}}
 }
 
+// stale says why a probe's latest receipt (ok: there is one) is not fresh
+// passing evidence here and now, or "" when it is: a pass, under this
+// host's facts, by this binary, younger than the TTL, not dated ahead.
+func (p *Prover) stale(idx evidence.ProbeIndex, ok bool, host evidence.Host, bin evidence.Binary) string {
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	switch age := now().Sub(idx.Time); {
+	case !ok:
+		return "no receipt"
+	case idx.Verdict != evidence.Pass:
+		return "its latest receipt is a failure"
+	case idx.Host != host.Digest():
+		return "made under other host facts (kernel, bubblewrap, uid, harness configuration)"
+	case idx.Cordon != bin.Digest:
+		return "made by another cordon binary"
+	case age >= ttl:
+		return fmt.Sprintf("%v old; receipts count for %v", age.Round(time.Second), ttl)
+	case idx.Time.After(now().Add(time.Minute)):
+		return "dated in the future"
+	}
+	return ""
+}
+
 // Freshness is what the log holds of one probe, looked up without running
 // anything.
 type Freshness struct {
@@ -225,15 +243,6 @@ func (p *Prover) Check(ctx context.Context, ps []Probe) ([]Freshness, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
-	}
-	ttl := p.TTL
-	if ttl <= 0 {
-		ttl = DefaultTTL
-	}
-	hostDigest := host.Digest()
 	var out []Freshness
 	for _, pr := range ps {
 		f := Freshness{Probe: pr.Name, Substrate: pr.Substrate}
@@ -241,22 +250,8 @@ func (p *Prover) Check(ctx context.Context, ps []Probe) ([]Freshness, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch age := now().Sub(idx.Time); {
-		case !ok:
-			f.Why = "no receipt"
-		case idx.Verdict != evidence.Pass:
-			f.Why = "its latest receipt is a failure"
-		case idx.Host != hostDigest:
-			f.Why = "made under other host facts (kernel, bubblewrap, uid, harness configuration)"
-		case idx.Cordon != bin.Digest:
-			f.Why = "made by another cordon binary"
-		case age >= ttl:
-			f.Why = fmt.Sprintf("%v old; receipts count for %v", age.Round(time.Second), ttl)
-		case idx.Time.After(now().Add(time.Minute)):
-			f.Why = "dated in the future"
-		default:
-			f.Fresh = true
-		}
+		f.Why = p.stale(idx, ok, host, bin)
+		f.Fresh = f.Why == ""
 		if ok {
 			f.Receipt, f.Sequence, f.Time = idx.Digest, idx.Sequence, idx.Time
 		}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/autonomy"
@@ -178,16 +176,12 @@ func (e *env) decisionReceipt(ctx context.Context, op string, p *admission.Prepa
 	if rep.Root != nil {
 		a.Root = rep.Root.ID
 	}
-	subject := evidence.Subject{}
-	var digest string
+	subject, _ := runSubject(p)
 	if p.Tool != nil {
-		a.Tool, digest, subject.Name = p.Grant.Tool, p.Grant.Digest, "tool:"+p.Grant.Tool
+		a.Tool = p.Grant.Tool
 	} else {
 		a.Command = p.Command
-		argv, _ := json.Marshal(p.Command)
-		digest, subject.Name = digestOf(string(argv)), "command"
 	}
-	subject.Digest = map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}
 	verdict := evidence.Refused
 	if rep.Allowed {
 		verdict = evidence.Allowed

@@ -214,19 +214,30 @@ func (e *env) runReceipt(ctx context.Context, op string, p *admission.Prepared, 
 			run.Evidence[c] = append(run.Evidence[c], cit.Receipt)
 		}
 	}
-	subject := evidence.Subject{}
+	var subject evidence.Subject
+	subject, run.Digest = runSubject(p)
 	if p.Tool != nil {
-		run.Tool, run.Digest = g.Tool, g.Digest
-		subject.Name = "tool:" + g.Tool
+		run.Tool = g.Tool
 	} else {
 		run.Command = p.Command
-		argv, _ := json.Marshal(p.Command)
-		run.Digest = digestOf(string(argv))
-		subject.Name = "command"
 	}
-	subject.Digest = map[string]string{"sha256": strings.TrimPrefix(run.Digest, "sha256:")}
 	return prover.Log.Append([]evidence.Subject{subject}, evidence.RunPredicate,
 		evidence.Receipt{Host: host, Cordon: bin, Verdict: evidence.Ran, Run: run})
+}
+
+// runSubject is what a receipt about running p is about: the tool (by
+// its artifact's digest) or the command (by its argv's), and that digest.
+func runSubject(p *admission.Prepared) (evidence.Subject, string) {
+	s := evidence.Subject{Name: "command"}
+	digest := p.Grant.Digest
+	if p.Tool != nil {
+		s.Name = "tool:" + p.Grant.Tool
+	} else {
+		argv, _ := json.Marshal(p.Command)
+		digest = digestOf(string(argv))
+	}
+	s.Digest = map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}
+	return s, digest
 }
 
 func digestOf(s string) string {
