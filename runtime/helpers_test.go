@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/internal/wasmtest"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -110,7 +111,7 @@ func workspace(t testing.TB, base string) string {
 // store and cache in a temporary directory of the test binary.
 var testHarness harness.Config
 
-func TestMain(m *testing.M) { testenv.Main(m, &testHarness) }
+func TestMain(m *testing.M) { testenv.Main(m, &testHarness, wasmtest.RemoveBuilds) }
 
 // newPolicy is the policy of cordon exec in ws: the workspace writable, no
 // network.

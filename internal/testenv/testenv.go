@@ -52,9 +52,10 @@ func IsolateHarness(t *testing.T) harness.Config {
 
 // Main runs a package's tests (from TestMain) with *h set to the default
 // harness configuration whose per-user state and cache directories are in
-// one temporary directory of the test binary, removed afterwards, and
-// exits with their status.
-func Main(m *testing.M, h *harness.Config) {
+// one temporary directory of the test binary, removed afterwards, runs
+// cleanups (what the tests left in temporary directories of their own),
+// and exits with their status.
+func Main(m *testing.M, h *harness.Config, cleanups ...func()) {
 	dir, err := os.MkdirTemp("", "cordon-test-")
 	if err != nil {
 		panic(err)
@@ -62,6 +63,9 @@ func Main(m *testing.M, h *harness.Config) {
 	*h = harness.Default().WithStateDir(filepath.Join(dir, "state")).WithCacheDir(filepath.Join(dir, "cache")).WithRootsDir(filepath.Join(dir, "roots"))
 	code := m.Run()
 	os.RemoveAll(dir)
+	for _, c := range cleanups {
+		c()
+	}
 	os.Exit(code)
 }
 
