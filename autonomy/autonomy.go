@@ -215,8 +215,8 @@ var harnessKinds = map[string][]struct {
 		{"no capabilities, no_new_privs", []string{"no-capabilities", "no-new-privs"}, false},
 	},
 	"wasm": {
-		{"wasm: the module sees only the directories the host exports", []string{"fs.read", "fs.write"}, true},
-		{"the workspace guard refuses harness state to every file call", []string{"fs.read", "fs.write"}, true},
+		{"wasm: harness state is not exported to the module", []string{"harness-absent"}, false},
+		{"the file guard behind every file call refuses harness state", []string{"wasi-guard-ro", "wasi-guard-rw"}, true},
 	},
 }
 
@@ -241,10 +241,6 @@ func checkHarness(in Input, add adder) {
 			ev = append(ev, found...)
 		}
 	}
-	if in.Substrate == "wasm" && len(held) == 0 {
-		held = append(held, "wasm: the module sees no directory at all")
-		held = append(held, "the workspace guard: no file call reaches the host")
-	}
 	if len(held) < 2 {
 		add("harness-state", false, fmt.Sprintf("%d independent mechanism(s) keep harness state from the run (%s); 2 are required", len(held), strings.Join(held, "; ")))
 		return
@@ -267,20 +263,21 @@ func checkLimits(in Input, add adder) {
 		add("network", false, "the host's network: no sandbox")
 	case len(has("share-net", "net-host", "net-connect-tcp", "net.connect")) > 0:
 		add("network", false, "the run may reach the network; unattended runs get none (drop --net host)")
-	case len(has("unshare-net", "net-none")) > 0 || in.Substrate == "wasm":
-		add("network", true, "no network", has("unshare-net", "net-none")...)
+	case len(has("unshare-net", "net-none", "wasi-no-socket")) > 0:
+		add("network", true, "no network", has("unshare-net", "net-none", "wasi-no-socket")...)
 	default:
 		add("network", false, "no mechanism of the run takes the network away")
 	}
-	if in.Substrate == "wasm" {
-		add("memory", true, "a module's linear memory is bounded by wazero")
-		add("pids", true, "a module starts no process")
+	if m := has("memory", "memory-limit"); len(m) > 0 {
+		add("memory", true, "a memory limit is applied", m...)
 	} else {
-		if m := has("memory"); len(m) > 0 {
-			add("memory", true, "a memory limit is applied", m...)
-		} else {
-			add("memory", false, "no memory limit is applied; pass --memory SIZE (on this host a default applies only on a memory cgroup)")
-		}
+		add("memory", false, "no memory limit is applied; pass --memory SIZE, or declare memory: (on this host a default applies to native runs only on a memory cgroup)")
+	}
+	if in.Substrate == "wasm" {
+		// A property of the substrate, not of a grant: WASI here has no
+		// call that starts a process.
+		add("pids", true, "the wasm substrate serves no call that starts a process", has("no-processes")...)
+	} else {
 		if m := has("pids"); len(m) > 0 {
 			add("pids", true, "a process limit is applied", m...)
 		} else {

@@ -21,6 +21,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/wasm"
 )
 
 // setup makes a root and a prover over its evidence log, and returns the
@@ -176,5 +177,44 @@ func TestUnattendedPreconditions(t *testing.T) {
 	c.Level, c.Workspace, c.Substrate = autonomy.Supervised, "/nowhere", "host"
 	if r, err := autonomy.Check(ctx, c); err != nil || !r.Allowed {
 		t.Errorf("supervised: %v %+v", err, r)
+	}
+}
+
+// TestUnattendedWasm: a wasm tool's preconditions rest on the mechanisms
+// the wasm substrate names for its grant, and fail without them.
+func TestUnattendedWasm(t *testing.T) {
+	ctx := context.Background()
+	in, prover := setup(t)
+	recordPasses(t, prover, "wasm")
+	mechs := func(caps ...string) []substrate.Mechanism {
+		set := capabilities.MustParseSet(caps...)
+		var out []substrate.Mechanism
+		for _, c := range set.All() {
+			ms, err := wasm.Enforcer{}.Mechanisms(c, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ms...)
+		}
+		return out
+	}
+	in.Substrate = "wasm"
+	in.Mechanisms = mechs("fs.read:workspace", "net:none", "time:10s", "output:64KiB", "memory:64MiB")
+	if r, err := autonomy.Check(ctx, in); err != nil || !r.Allowed {
+		t.Fatalf("a wasm tool with its limits: %v, failed %q", err, failedNames(r))
+	}
+	for _, tc := range []struct {
+		caps []string
+		want string
+	}{
+		{[]string{"fs.read:workspace", "net:none", "time:10s", "output:64KiB"}, "memory"},
+		{[]string{"net:none", "time:10s", "output:64KiB", "memory:64MiB"}, "harness-state"},
+	} {
+		c := in
+		c.Mechanisms = mechs(tc.caps...)
+		r, err := autonomy.Check(ctx, c)
+		if err != nil || r.Allowed || !strings.Contains(failedNames(r), tc.want) {
+			t.Errorf("%v: %v, allowed %v, failed %q; want %s", tc.caps, err, r.Allowed, failedNames(r), tc.want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -321,10 +320,11 @@ func Plan(p *admission.Prepared) ([]substrate.Mechanism, error) {
 	case wasm.Name:
 		var out []substrate.Mechanism
 		for _, c := range g.All().All() {
-			for _, m := range g.Mechanisms[c.String()] {
-				sub, detail, _ := strings.Cut(m, ": ")
-				out = append(out, substrate.Mechanism{Substrate: sub, Name: string(c.Kind()), Detail: detail})
+			ms, err := wasm.Enforcer{}.Mechanisms(c, g.All())
+			if err != nil {
+				return nil, err
 			}
+			out = append(out, ms...)
 		}
 		return out, nil
 	}
