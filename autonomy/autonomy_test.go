@@ -3,6 +3,7 @@ package autonomy_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
+	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/wasm"
 )
 
@@ -215,6 +217,51 @@ func TestUnattendedWasm(t *testing.T) {
 		r, err := autonomy.Check(ctx, c)
 		if err != nil || r.Allowed || !strings.Contains(failedNames(r), tc.want) {
 			t.Errorf("%v: %v, allowed %v, failed %q; want %s", tc.caps, err, r.Allowed, failedNames(r), tc.want)
+		}
+	}
+}
+
+// TestUnattendedOtherPlaces: the same check on the landlock substrate
+// rests on Landlock's own mechanisms; a folder inside a root is not the
+// root.
+func TestUnattendedOtherPlaces(t *testing.T) {
+	ctx := context.Background()
+	in, prover := setup(t)
+	sub := filepath.Join(in.Workspace, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recordPasses(t, prover, in.Substrate)
+	c := in
+	c.Workspace = sub
+	if r, _ := autonomy.Check(ctx, c); r.Allowed || !strings.Contains(failedNames(r), "root") {
+		t.Errorf("a folder inside a root: allowed %v, failed %q", r.Allowed, failedNames(r))
+	}
+
+	testenv.Require(t, landlock.Available() == nil, "Landlock: %v", landlock.Available())
+	a, err := admission.New(admission.Config{Workspace: in.Workspace, Harness: testenv.Harness(t), Substrates: map[string]substrate.Enforcer{landlock.Name: landlock.Enforcer{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := capabilities.MustParseSet("fs.read:workspace", "fs.write:workspace", "net:none", "time:2m", "output:1MiB", "memory:1GiB", "pids:64")
+	p, err := a.PrepareCommand(ctx, admission.Command{Argv: []string{"true"}, Capabilities: set, Substrate: landlock.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mechs, err := runtime.Plan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordPasses(t, prover, landlock.Name)
+	c = in
+	c.Substrate, c.Mechanisms = landlock.Name, mechs
+	r, err := autonomy.Check(ctx, c)
+	if err != nil || !r.Allowed {
+		t.Fatalf("landlock with its limits: %v, failed %q", err, failedNames(r))
+	}
+	for _, p := range r.Preconditions {
+		if p.Name == "harness-state" && !strings.Contains(p.Detail, "Landlock") {
+			t.Errorf("landlock's harness-state rests on %q", p.Detail)
 		}
 	}
 }
