@@ -136,7 +136,7 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 	if err := refuseApply(r, sel, named); err != nil {
 		return nil, err
 	}
-	if err := rs.refuseLinks(r, sel); err != nil {
+	if err := rs.refuseLinks(r, sel, d.origin); err != nil {
 		return nil, err
 	}
 	allowed := map[string]bool{}
@@ -236,11 +236,10 @@ func explicit(c Change, named map[string]bool) bool {
 // kernel would in the origin as the apply leaves it (through the tree's
 // own links, .. after a link included), leaves the origin or reaches its
 // harness state, a git directory or a write-later path.
-func (rs *Roots) refuseLinks(r *Root, sel []Change) error {
-	origin, err := scanDir(r.Origin, nil)
-	if err != nil {
-		return fmt.Errorf("cannot read the origin %s: %w", r.Origin, err)
-	}
+//
+// origin is the origin as the diff read it (its git directory and harness
+// state left out: a target that reaches them is refused by its path).
+func (rs *Roots) refuseLinks(r *Root, sel []Change, origin Manifest) error {
 	tree := origin.index()
 	for _, c := range sel {
 		if c.New == nil {

@@ -85,6 +85,8 @@ type Diff struct {
 	// Digest names the changes ("sha256:..." of each path, its change and
 	// its new content): apply with it applies exactly what was reviewed.
 	Digest string `json:"digest"`
+
+	origin Manifest // the origin as the diff read it, for apply
 }
 
 // digestOfChanges names a list of changes by what they make.
@@ -177,7 +179,7 @@ func (rs *Roots) Diff(r *Root) (*Diff, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Diff{Root: r}
+	d := &Diff{Root: r, origin: s.origin}
 	for _, c := range compare(s.git0, s.git) {
 		if !mountPoint(c) {
 			d.Git = append(d.Git, c)
