@@ -239,9 +239,33 @@ func runSpec(ctx context.Context, s Spec) (runtime.Result, error) {
 	if err != nil {
 		return runtime.Result{}, err
 	}
-	rt := runtime.New(runtime.Config{Environ: s.Environ, Bwrap: s.Bwrap, Grace: s.Grace, Logger: s.Logger})
+	cfg := runtime.Config{Environ: s.Environ, Bwrap: s.Bwrap, Grace: s.Grace, Logger: s.Logger}
+	if !pooled || !poolable(sub, s.Command, s.Stdin) {
+		rt := runtime.New(cfg)
+		defer rt.Close()
+		return rt.Run(ctx, p)
+	}
+	cfg.Pool = 1
+	rt := runtime.New(cfg)
 	defer rt.Close()
-	return rt.Run(ctx, p)
+	rt.Warm(p) // an error is the run's too, and the run says it
+	res, err := rt.Run(ctx, p)
+	if err == nil && !res.Pooled {
+		return res, fmt.Errorf("pooled: %q did not run in a pooled sandbox (%+v)", s.Command, rt.PoolStats())
+	}
+	return res, err
+}
+
+// pooled, set while TestPooledSandboxes runs the property tests again,
+// makes every poolable command of runSpec and runBwrap run in a sandbox
+// made ahead of it by a pool, and fails a run that did not.
+var pooled bool
+
+// poolable reports whether a pool runs the command: /bin/sh -c on bwrap,
+// without standard input.
+func poolable(sub string, argv []string, stdin io.Reader) bool {
+	return sub == bwrap.Name && stdin == nil && len(argv) == 3 && argv[0] == "/bin/sh" && argv[1] == "-c" &&
+		len(argv[2]) <= bwrap.MaxPooledScript
 }
 
 // run runs the shell script under the policy and fails the test when the
@@ -263,9 +287,18 @@ func run(t testing.TB, p bwrap.Policy, script string, opts ...func(*Spec)) runti
 // policies no grant makes (extra read-only binds).
 func runBwrap(t testing.TB, p bwrap.Policy, script string) runtime.Result {
 	t.Helper()
-	o, err := bwrap.Run(context.Background(), bwrap.Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second})
+	spec := bwrap.Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second}
+	if pooled && len(script) <= bwrap.MaxPooledScript {
+		spec.Pool = bwrap.NewPool(1, 0)
+		defer spec.Pool.Close()
+		spec.Pool.Warm(spec)
+	}
+	o, err := bwrap.Run(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("bwrap.Run(%q) = %v", script, err)
+	}
+	if spec.Pool != nil && !o.Pooled {
+		t.Fatalf("pooled: bwrap.Run(%q) did not run in a pooled sandbox (%+v)", script, spec.Pool.Stats())
 	}
 	return runtime.Result{Outcome: o, Substrate: bwrap.Name, Sandboxed: true}
 }

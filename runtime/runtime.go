@@ -33,6 +33,12 @@ type Config struct {
 	Grace time.Duration
 	// Logger receives debug records of each run (discarded if nil).
 	Logger *slog.Logger
+	// Pool, when above zero, keeps that many bubblewrap sandboxes made
+	// ahead of their call for `/bin/sh -c` commands (see [bwrap.Pool]):
+	// a resident caller's calls then cost the delivery of their script.
+	// PoolAge bounds how long one waits unused (a minute if zero).
+	Pool    int
+	PoolAge time.Duration
 }
 
 // Runtime runs prepared tools and commands. It keeps the WebAssembly
@@ -46,6 +52,7 @@ type Runtime struct {
 	harnessCache string // the harness cache directory the engine was made for
 	closed       bool
 	later        sync.WaitGroup // the last steps of runs, done after their results
+	pool         *bwrap.Pool    // nil without Config.Pool
 }
 
 // New returns a runtime.
@@ -56,12 +63,19 @@ func New(cfg Config) *Runtime {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{cfg: cfg}
+	r := &Runtime{cfg: cfg}
+	if cfg.Pool > 0 {
+		r.pool = bwrap.NewPool(cfg.Pool, cfg.PoolAge)
+	}
+	return r
 }
 
 // Close waits for the last steps of every run (the placeholders of the
 // workspaces go) and releases the WebAssembly engine.
 func (r *Runtime) Close() error {
+	if r.pool != nil {
+		r.pool.Close()
+	}
 	r.later.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -78,7 +92,8 @@ type Result struct {
 	// Substrate is "bwrap", "landlock", "wasm" or "host".
 	Substrate string
 	// Sandboxed is true when a sandbox confined the run: false on the
-	// host, and for a run that did not happen.
+	// host, and for a run that did not happen. (Outcome.Pooled says the
+	// sandbox was made ahead of the call.)
 	Sandboxed bool
 	// Mechanisms lists what confined the run, as grants quote them.
 	Mechanisms []string
@@ -146,29 +161,65 @@ func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error
 	return res, nil
 }
 
-func (r *Runtime) runBwrap(ctx context.Context, p *admission.Prepared, res *Result) error {
+// bwrapSpec is the bwrap spec of a run of p, and its policy.
+func (r *Runtime) bwrapSpec(p *admission.Prepared) (bwrap.Spec, error) {
 	g := p.Grant
 	policy, err := bwrap.PolicyOf(g.All(), p.Workspace, p.Harness)
 	if err != nil {
-		return err
+		return bwrap.Spec{}, err
 	}
 	policy = policy.WithSystemPath(!p.WorkspacePath)
 	if p.Tool != nil && len(p.Tool.Files) > 0 {
 		policy = policy.WithReadOnly(p.Tool.Dir)
 	}
-	o, err := bwrap.Run(ctx, bwrap.Spec{
+	return bwrap.Spec{
 		Policy: policy, Command: p.Command, Stdin: p.Stdin, Environ: r.cfg.Environ, Bwrap: r.cfg.Bwrap,
 		Timeout: g.Time(), Grace: r.cfg.Grace, MaxOutput: g.Output(), Logger: r.cfg.Logger,
-		Later: func(f func()) { r.later.Go(f) },
-	})
+		Later: func(f func()) { r.later.Go(f) }, Pool: r.pool,
+	}, nil
+}
+
+func (r *Runtime) runBwrap(ctx context.Context, p *admission.Prepared, res *Result) error {
+	spec, err := r.bwrapSpec(p)
+	if err != nil {
+		return err
+	}
+	o, err := bwrap.Run(ctx, spec)
 	if err != nil {
 		return err
 	}
 	res.Outcome, res.Sandboxed = o, true
-	for _, m := range policy.Mechanisms() {
+	for _, m := range spec.Policy.Mechanisms() {
 		res.Mechanisms = append(res.Mechanisms, m.String())
 	}
 	return nil
+}
+
+// Warm makes the runtime's pool hold sandboxes for runs like p's — a
+// `/bin/sh -c` command on bwrap without standard input — and returns once
+// they are ready: the first calls do not wait for them. It changes what
+// runs nowhere else: a call still takes a pooled sandbox only when it is
+// exactly the one the call would get new.
+func (r *Runtime) Warm(p *admission.Prepared) error {
+	if r.pool == nil {
+		return errors.New("runtime: no pool (Config.Pool is 0)")
+	}
+	if p.Grant.Substrate != bwrap.Name {
+		return fmt.Errorf("runtime: only bwrap sandboxes are pooled, not %s", p.Grant.Substrate)
+	}
+	spec, err := r.bwrapSpec(p)
+	if err != nil {
+		return err
+	}
+	return r.pool.Warm(spec)
+}
+
+// PoolStats returns what the runtime's pool did (zero without one).
+func (r *Runtime) PoolStats() bwrap.PoolStats {
+	if r.pool == nil {
+		return bwrap.PoolStats{}
+	}
+	return r.pool.Stats()
 }
 
 func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *Result) error {

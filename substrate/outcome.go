@@ -28,6 +28,9 @@ type Outcome struct {
 	StdoutClipped, StderrClipped bool
 	// Duration is the wall-clock time of the run.
 	Duration time.Duration
+	// Pooled reports that the run took a sandbox made ahead of the call
+	// (a resident server's pool), exactly the one a new run would make.
+	Pooled bool
 	// Notes say what cordon did to the workspace after the run to keep
 	// the host safe (a repository moved out of git's way), one line each.
 	Notes []string

@@ -85,8 +85,29 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Relimit sets the most bytes the Buffer keeps, as [New] would, and
+// reports true — only while nothing has been written to it; otherwise it
+// changes nothing and reports false.
+func (b *Buffer) Relimit(limit int64) bool {
+	if limit <= 0 || limit > int64(maxInt) {
+		panic(fmt.Sprintf("capture: limit %d out of range", limit))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.total != 0 {
+		return false
+	}
+	b.headMax = int((limit + 1) / 2)
+	b.tailMax = int(limit) - b.headMax
+	return true
+}
+
 // Limit is the most bytes the Buffer keeps.
-func (b *Buffer) Limit() int64 { return int64(b.headMax + b.tailMax) }
+func (b *Buffer) Limit() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int64(b.headMax + b.tailMax)
+}
 
 // Total is the number of bytes written, kept or not.
 func (b *Buffer) Total() int64 {

@@ -193,6 +193,26 @@ func Start(s Spec) (*Tree, error) {
 	return t, nil
 }
 
+// Arm makes the call of a tree started ahead of it (a sandbox made
+// before its command arrived): the run's time bound, its output bound
+// and its duration count from now. It reports false, changing nothing
+// that matters, when the tree has printed anything already — it is not
+// the fresh tree its caller takes it for. Call it before Wait.
+func (t *Tree) Arm(timeout time.Duration, maxOutput int64) bool {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if maxOutput <= 0 {
+		maxOutput = DefaultMaxOutput
+	}
+	if !t.out.Relimit(maxOutput) || !t.errb.Relimit(maxOutput) {
+		return false
+	}
+	t.spec.Timeout, t.spec.MaxOutput = timeout, maxOutput
+	t.started = time.Now()
+	return true
+}
+
 // Pid is the root's process ID.
 func (t *Tree) Pid() int { return t.cmd.Process.Pid }
 

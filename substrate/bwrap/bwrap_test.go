@@ -575,10 +575,10 @@ func TestRunProvesTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if _, err := sb.command(bin, []string{"true"}); err != nil {
+	if _, err := sb.command(bin, []string{"true"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.command(bin, []string{"true"}); err == nil {
+	if _, err := sb.command(bin, []string{"true"}, nil); err == nil {
 		t.Errorf("a second Command on one Sandbox succeeded")
 	}
 }

@@ -42,6 +42,10 @@ type Spec struct {
 	MaxOutput      int64
 	// Logger receives debug records of the run's life (discarded if nil).
 	Logger *slog.Logger
+	// Pool, when set, runs a `/bin/sh -c SCRIPT` command without stdin
+	// in a sandbox made ahead of the call, when it has one of exactly
+	// this spec's sandbox (see [Pool]).
+	Pool *Pool
 	// Later, when set, is handed the last step of the run — giving up the
 	// workspace's run lock, and removing the placeholders when no other
 	// run holds it — instead of Run doing it before it returns: a
@@ -62,6 +66,11 @@ const initWait = 10 * time.Second
 // cordon's own; bwrap then starts the command as PID 2 of that PID
 // namespace. A run that bwrap did not report as started never ran.
 //
+// With a [Pool], a command `/bin/sh -c SCRIPT` without standard input
+// runs in a sandbox the pool made ahead of the call, when it holds one of
+// exactly the sandbox Run would make now ([Pool] says how that is
+// checked); otherwise in a new one.
+//
 // Run returns an error only when the command did not run: the sandbox is
 // unavailable ([ErrUnavailable]) or could not be set up ([ErrSetup]), the
 // policy refused to start ([ErrProtectedPath], [ErrEnvRefused], a refused
@@ -80,19 +89,67 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
+	if s.Pool != nil {
+		if o, err, ok := s.Pool.run(ctx, s); ok {
+			return o, err
+		}
+	}
+	r, err := launch(ctx, s, nil, nil)
+	if err != nil {
+		return substrate.Outcome{}, err
+	}
+	return r.finish(ctx)
+}
+
+// running is a sandbox bwrap has set up and (verified) released: its
+// command runs, or — made ahead by a [Pool] — waits for its script.
+type running struct {
+	s        Spec
+	sb       *Sandbox
+	grp      *limits.Group
+	t        *proc.Tree
+	bin      string
+	verified bool // bwrap reported an init, which was checked and released
+	prepared func() error
+	addErr   func() error
+}
+
+// end releases what the run held once its tree is gone: the limits'
+// cgroups, the side channels and the workspace's placeholder session (by
+// the spec's Later, when it has one).
+func (r *running) end() {
+	r.prepared()
+	r.addErr() // before the group's Close, which must not race Add
+	if r.grp != nil {
+		r.grp.Close()
+	}
+	if sess := r.sb.takeSession(); sess != nil && r.s.Later != nil {
+		r.s.Later(func() { sess.End() })
+	} else if sess != nil {
+		sess.End()
+	}
+	r.sb.Close()
+}
+
+// launch starts bwrap for the spec and returns once the command is let
+// start: bwrap has set the sandbox up, and its init is verified and
+// released. built is the spec's sandbox already built (nil: it is built
+// while bwrap starts); script, if not nil, is handed to the command as
+// descriptor [scriptFD]. On an error nothing ran, and nothing of the run
+// is left. A bwrap that ended before it reported a sandbox is not an
+// error here: finish says what it was.
+func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *running, err error) {
 	// The host side is prepared while bwrap is found, checked, forked
 	// and loaded: bwrap starts first and waits for its options on a pipe.
-	sb := &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
-	defer func() {
-		if sess := sb.takeSession(); sess != nil && s.Later != nil {
-			s.Later(func() { sess.End() })
-		} else if sess != nil {
-			sess.End()
-		}
-		sb.Close()
-	}()
-	prepared := make(chan error, 1)
-	go func() { prepared <- sb.build(s.Environ) }()
+	sb := built
+	prep := make(chan error, 1)
+	if sb == nil {
+		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
+		go func() { prep <- sb.build(s.Environ) }()
+	} else {
+		prep <- nil
+	}
+	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep }), addErr: func() error { return nil }}
 	// The run's cgroups are made meanwhile too; bwrap is born in them.
 	made := make(chan *limits.Group, 1)
 	var madeErr error
@@ -103,8 +160,9 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	}()
 	group := sync.OnceValue(func() *limits.Group { return <-made })
 	defer func() {
-		if g := group(); g != nil {
-			g.Close()
+		if err != nil {
+			r.grp = group()
+			r.end()
 		}
 	}()
 	bin := s.Bwrap
@@ -112,24 +170,20 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 		path, _ := lookupEnv(s.Environ, "PATH")
 		var err error
 		if bin, err = Find(path); err != nil {
-			<-prepared
-			return substrate.Outcome{}, Unavailable(err)
+			return nil, Unavailable(err)
 		}
 	}
-	bin, err := trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
+	bin, err = trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
 	if err != nil {
-		<-prepared
-		return substrate.Outcome{}, err
+		return nil, err
 	}
-	cmd, err := sb.command(bin, s.Command)
+	cmd, err := sb.command(bin, s.Command, script)
 	if err != nil {
-		<-prepared
-		return substrate.Outcome{}, err
+		return nil, err
 	}
 	grp := group()
 	if grp == nil {
-		<-prepared
-		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: madeErr, detail: madeErr.Error()}
+		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: madeErr, detail: madeErr.Error()}
 	}
 	// bwrap in a process group of its own (its --new-session gives the
 	// command a session), killed should the thread that forks it die.
@@ -153,31 +207,31 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	} else {
 		added <- nil
 	}
-	addErr := sync.OnceValue(func() error { return <-added })
-	defer addErr() // before the group's Close, which must not race Add
+	r.addErr = sync.OnceValue(func() error { return <-added })
 	var keyErr *proc.KeyringError
 	var enterErr *proc.EnterError
-	prepErr := <-prepared
+	prepErr := r.prepared()
 	switch {
 	case prepErr != nil && err == nil:
 		t.Kill() // before it gets any option: it never sets anything up
 		sb.Close()
 		t.Wait(ctx)
-		return substrate.Outcome{}, prepErr
+		return nil, prepErr
 	case prepErr != nil:
-		return substrate.Outcome{}, prepErr
+		return nil, prepErr
 	case errors.As(err, &keyErr), errors.As(err, &enterErr):
-		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
+		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
 	case err != nil:
-		return substrate.Outcome{}, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
+		return nil, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
 	}
+	r.t, r.bin, r.grp = t, bin, grp
 	// (A bwrap that is gone already got no option; what it did is
-	// judged below, as for any bwrap that ends early.)
-	if err := addErr(); err != nil && !errors.Is(err, limits.ErrGone) {
+	// judged by finish, as for any bwrap that ends early.)
+	if err := r.addErr(); err != nil && !errors.Is(err, limits.ErrGone) {
 		t.Kill() // before it gets any option
 		sb.Close()
 		t.Wait(ctx)
-		return substrate.Outcome{}, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
+		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	if err := sb.sendArgs(); err != nil {
 		// bwrap is gone already (EPIPE): what it said is its failure.
@@ -193,20 +247,23 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 	case rec, ok := <-sb.status:
 		if !ok || rec.ChildPID <= 0 {
 			initFD <- -1
-			break // bwrap ended first: ran and failure say why
+			return r, nil // bwrap ended first: finish says why
 		}
 		if err := verifyInit(rec, s.Policy.network); err != nil {
 			initFD <- -1
+			t.Kill() // never released: the command does not start
 			if !errors.Is(err, errInitGone) {
 				refused = err
+				break
 			}
-			t.Kill() // never released: the command does not start
-			break
+			return r, nil
 		}
 		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
 		if err := sb.release(); err != nil {
 			s.Logger.Debug("cannot release the sandbox", "err", err)
 		}
+		r.verified = true
+		return r, nil
 	case <-time.After(initWait):
 		initFD <- -1
 		refused = Unavailable(fmt.Errorf("%s reported no sandbox within %v", bin, initWait))
@@ -219,29 +276,35 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 			detail: "canceled before the sandbox was verified; the command was not let start"}
 		t.Kill()
 	}
-	o := t.Wait(ctx)
-	if refused != nil {
-		return substrate.Outcome{}, refused
-	}
+	t.Wait(ctx)
+	return nil, refused
+}
+
+// finish waits for the run's tree to end (at the latest at its time
+// bound, or when ctx ends), releases what it held, and says what
+// happened.
+func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
+	defer r.end()
+	o := r.t.Wait(ctx)
 	// Every process of the run is gone: what it left in the index is
 	// final.
-	if p := sb.Protected(); p != nil {
+	if p := r.sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
-	o.Notes = append(o.Notes, grp.Notes()...)
-	ran := sb.ran()
+	o.Notes = append(o.Notes, r.grp.Notes()...)
+	ran := r.sb.ran()
 	switch {
 	case ran:
-		remember(bin, nil)
+		remember(r.bin, nil)
 		return o, nil
 	case o.TimedOut || o.Canceled:
 		return o, nil
 	}
 	if code, why := execFailure(o.Stderr); code != 0 {
-		msg := fmt.Sprintf("cordon: %s: %s\n", s.Command[0], why)
+		msg := fmt.Sprintf("cordon: %s: %s\n", r.s.Command[0], why)
 		return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
 	}
-	return substrate.Outcome{}, sb.failure(ctx, o.Stderr)
+	return substrate.Outcome{}, r.sb.failure(ctx, o.Stderr)
 }
 
 // errInitGone: the process bwrap reported ended before it could be

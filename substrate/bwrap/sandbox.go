@@ -42,6 +42,7 @@ type Sandbox struct {
 	argsR   *os.File
 	argsW   *os.File
 	filterR *os.File // the seccomp program, written whole into a pipe
+	scriptR *os.File // a pooled command's script (scriptFD), or nil
 	status  chan statusRecord
 	used    bool
 }
@@ -463,6 +464,10 @@ const (
 	statusFD  = 4
 	argsFD    = 5
 	seccompFD = 6
+	// scriptFD is where a sandbox made ahead by a [Pool] gets its script:
+	// the waiting command reads it with shell builtins and closes it
+	// before it executes the script (see trampoline).
+	scriptFD = 7
 )
 
 // filters holds the seccomp program of each policy, made once.
@@ -551,7 +556,10 @@ func (s *Sandbox) Protected() *harness.Protected { return s.protected }
 // descriptor the process inherited from its own parent (an open directory
 // outside the workspace, a socket) would otherwise reach the sandbox. The
 // command gets its standard streams and nothing else.
-func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
+//
+// script, when not nil, is handed to the command as descriptor scriptFD
+// (a pooled sandbox's); command keeps it until launched.
+func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, invalid("no command to run")
 	}
@@ -599,8 +607,13 @@ func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 		return nil, setup(err)
 	}
 	s.bin, s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.filterR = bin, br, bw, sr, sw, args, filter
+	s.scriptR = script
 	s.status = make(chan statusRecord, 2)
 	go s.readStatus(sr)
+	extra := []*os.File{br, sw, args, filter} // blockFD, statusFD, argsFD, seccompFD
+	if script != nil {
+		extra = append(extra, script) // scriptFD
+	}
 	return &exec.Cmd{
 		Path: bin,
 		Args: append([]string{"bwrap", "--args", strconv.Itoa(argsFD), "--"}, argv...),
@@ -609,7 +622,7 @@ func (s *Sandbox) command(bin string, argv []string) (*exec.Cmd, error) {
 		// that ignored its --chdir (or every flag) would otherwise run
 		// the command in /, as root in the host's root directory.
 		Dir:        s.policy.workspace,
-		ExtraFiles: []*os.File{br, sw, args, filter}, // blockFD, statusFD, argsFD, seccompFD
+		ExtraFiles: extra,
 	}, nil
 }
 
@@ -651,12 +664,12 @@ func (s *Sandbox) readStatus(r io.Reader) {
 func (s *Sandbox) launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.filterR} {
+	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.statusW, s.argsR, s.filterR = nil, nil, nil, nil
+	s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR = nil, nil, nil, nil, nil
 }
 
 // release lets the command start: bwrap reads one byte on its block
@@ -688,12 +701,12 @@ func (s *Sandbox) takeSession() *placeholder.Session {
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW, s.filterR} {
+	for _, f := range []*os.File{s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW, s.filterR, s.scriptR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW, s.filterR = nil, nil, nil, nil, nil, nil, nil
+	s.blockR, s.blockW, s.statusR, s.statusW, s.argsR, s.argsW, s.filterR, s.scriptR = nil, nil, nil, nil, nil, nil, nil, nil
 	if s.session != nil {
 		err := s.session.End()
 		s.session = nil
