@@ -78,6 +78,9 @@ type Config struct {
 	// an error refuses the call (the autonomy preconditions of an
 	// unattended server, re-checked per call).
 	Decide func(ctx context.Context, op string, p *admission.Prepared) error
+	// Pool: the Runtime keeps sandboxes made ahead of bash's calls
+	// (runtime.Config.Pool); the server has it make them at its start.
+	Pool bool
 	// Autonomy names the level, for descriptions.
 	Autonomy string
 	// Version is the server's version.
@@ -141,6 +144,9 @@ func New(cfg Config) (*Server, error) {
 // then every call still in flight is canceled.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	defer s.goneFn()
+	if s.cfg.Pool {
+		go s.warm(ctx)
+	}
 	stop := context.AfterFunc(ctx, s.goneFn)
 	defer stop()
 	return s.srv.Run(ctx, t)
@@ -464,15 +470,31 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if a.MaxOutputBytes > 0 {
 		output = min(a.MaxOutputBytes, s.cfg.MaxMaxOutput)
 	}
-	set, err := s.bashSet(timeout, output)
-	if err != nil {
-		return refused("bash", "", err), nil
-	}
-	p, err := s.cfg.Admitter.PrepareCommand(ctx, admission.Command{Argv: []string{"/bin/sh", "-c", a.Command}, Capabilities: set, Substrate: s.cfg.Substrate})
+	p, err := s.prepareBash(ctx, a.Command, timeout, output)
 	if err != nil {
 		return refused("bash", "", err), nil
 	}
 	return s.run(ctx, "bash", p), nil
+}
+
+// prepareBash admits one bash call: /bin/sh -c command under the server's
+// capabilities and the call's bounds.
+func (s *Server) prepareBash(ctx context.Context, command string, timeout time.Duration, output int64) (*admission.Prepared, error) {
+	set, err := s.bashSet(timeout, output)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Admitter.PrepareCommand(ctx, admission.Command{Argv: []string{"/bin/sh", "-c", command}, Capabilities: set, Substrate: s.cfg.Substrate})
+}
+
+// warm has the runtime's pool, if it has one, make bash's sandboxes
+// ahead of the first call (a call takes one only when it is exactly the
+// sandbox the call would get new).
+func (s *Server) warm(ctx context.Context) {
+	p, err := s.prepareBash(ctx, "true", s.cfg.Timeout, s.cfg.MaxOutput)
+	if err == nil && p.Grant.Substrate == "bwrap" {
+		s.cfg.Runtime.Warm(p)
+	}
 }
 
 // run runs p through the runtime and makes its tool result.
@@ -499,6 +521,7 @@ func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp
 		"stdout": res.Stdout, "stderr": res.Stderr, "stdout_bytes": res.StdoutBytes, "stderr_bytes": res.StderrBytes,
 		"stdout_clipped": res.StdoutClipped, "stderr_clipped": res.StderrClipped,
 		"duration_ms": float64(res.Duration.Microseconds()) / 1000, "substrate": res.Substrate, "sandboxed": res.Sandboxed,
+		"pooled": res.Pooled,
 		"notes": res.Notes,
 	}
 	if res.Tool != "" {

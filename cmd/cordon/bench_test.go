@@ -143,6 +143,80 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // the per-op time mixes four commands; the medians above are the figures
 }
 
+// BenchmarkPooledRun runs `/bin/sh -c true` through runtime.Run with a
+// pool of sandboxes made ahead (as cordon mcp does), side by side with a
+// fresh raw bwrap of the same options running the same command, and with
+// runtime.Run without a pool. Each pooled call waits for the pool to have
+// refilled first: the figure is a call at one concurrent call, the pool
+// warm.
+func BenchmarkPooledRun(b *testing.B) {
+	needBwrap(b)
+	h := benchHarness(b)
+	ws := benchWorkspace(b)
+	bin, _ := bwrap.Find(os.Getenv("PATH"))
+	rawArgs, rawEnv, sb := rawBwrap(b, h, ws)
+	defer sb.Close()
+	rawSh := append(slices.Clone(rawArgs[:len(rawArgs)-1]), "/bin/sh", "-c", "true")
+	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := capabilities.MustParseSet("fs.read:workspace", "fs.write:workspace", "net:none", "time:2m", "output:256KiB")
+	prepare := func() *admission.Prepared {
+		p, err := a.PrepareCommand(context.Background(), admission.Command{Argv: []string{"/bin/sh", "-c", "true"}, Capabilities: set})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	pooled := runtime.New(runtime.Config{Pool: 2})
+	defer pooled.Close()
+	if err := pooled.Warm(prepare()); err != nil {
+		b.Fatal(err)
+	}
+	fresh := runtime.New(runtime.Config{})
+	defer fresh.Close()
+	var pool, raw, rawTrue, unpooled []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for i := 0; pooled.PoolStats().Ready < 2 && i < 200; i++ {
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		res, err := pooled.Run(context.Background(), prepare())
+		if err != nil || res.ExitCode != 0 || !res.Pooled {
+			b.Fatalf("pooled runtime.Run: %v %v %+v", res, err, pooled.PoolStats())
+		}
+		pool = append(pool, time.Since(start))
+		for i := 0; pooled.PoolStats().Ready < 2 && i < 200; i++ {
+			time.Sleep(time.Millisecond)
+		}
+
+		r := exec.Command(bin, rawSh...)
+		r.Env = rawEnv
+		raw = append(raw, timeRun(b, r))
+		r = exec.Command(bin, rawArgs...)
+		r.Env = rawEnv
+		rawTrue = append(rawTrue, timeRun(b, r))
+
+		start = time.Now()
+		res, err = fresh.Run(context.Background(), prepare())
+		if err != nil || res.ExitCode != 0 || res.Pooled {
+			b.Fatalf("runtime.Run: %v %v", res, err)
+		}
+		unpooled = append(unpooled, time.Since(start))
+	}
+	b.StopTimer()
+	us := func(d []time.Duration) float64 { return float64(median(d).Microseconds()) }
+	b.ReportMetric(us(pool), "pooled-µs")
+	b.ReportMetric(us(raw), "bwrap-sh-µs")
+	b.ReportMetric(us(rawTrue), "bwrap-true-µs")
+	b.ReportMetric(us(unpooled), "unpooled-µs")
+	b.ReportMetric(float64(median(pool))/float64(median(raw)), "pooled/bwrap-sh")
+	b.ReportMetric(float64(median(pool))/float64(median(rawTrue)), "pooled/bwrap-true")
+	b.ReportMetric(0, "ns/op")
+}
+
 // BenchmarkFlood captures a 1 GiB flood with `cordon exec` and compares
 // its rate with `cat` into /dev/null, side by side; it also reports
 // cordon's peak resident memory for a 64 MiB and a 1 GiB flood.

@@ -23,7 +23,7 @@ func init() {
 
 const mcpUsage = `usage: cordon mcp [-w DIR] [--autonomy supervised|unattended] [--net none|host]
                   [--substrate bwrap|landlock] [--no-sandbox] [--memory SIZE] [--pids N]
-                  [--timeout D] [--max-timeout D] [--env NAME]...
+                  [--timeout D] [--max-timeout D] [--env NAME]... [--pool N]
 
 Serves the workspace over MCP on stdin/stdout: read_file, write_file, edit_file,
 list_dir, bash (each call in a fresh sandbox), register_tool, and every admitted
@@ -34,6 +34,10 @@ registered from the conversation is granted the network under --net none, or a
 variable of the server's environment that --env does not name. With --autonomy
 unattended the server starts only where every precondition holds (cordon
 autonomy check), and checks them again before every run.
+
+On bwrap the server keeps --pool sandboxes (default 4) made ahead of bash's
+calls: each is exactly the sandbox a call would get new — checked again at the
+call, the protected paths included — and serves one call.
 
 An MCP client's configuration:
   {"mcpServers": {"cordon": {"command": "cordon", "args": ["mcp", "-w", "/path/to/workspace"]}}}`
@@ -49,6 +53,7 @@ func runMCP(e *env, args []string) int {
 	timeout := fs.Duration("timeout", defaultExecTimeout, "bash's default timeout")
 	maxTimeout := fs.Duration("max-timeout", 0, "bash's longest timeout (default: 10m, or the timeout if longer)")
 	envNames := fs.StringArray("env", nil, "a variable bash and tools may be given")
+	pool := fs.Int("pool", 4, "bwrap sandboxes kept made ahead of bash's calls (0: none)")
 	if code := e.parse(fs, args, mcpUsage); code >= 0 {
 		return code
 	}
@@ -107,10 +112,16 @@ func runMCP(e *env, args []string) int {
 			return code
 		}
 	}
-	rt := runtime.New(runtime.Config{})
+	if *pool < 0 || *pool > 64 {
+		return e.usageError(fmt.Sprintf("--pool %d: want 0 to 64", *pool))
+	}
+	if sub != bwrap.Name {
+		*pool = 0 // only bwrap sandboxes are made ahead
+	}
+	rt := runtime.New(runtime.Config{Pool: *pool})
 	defer rt.Close()
 	cfg := mcpserver.Config{
-		Admitter: a, Registry: reg, Runtime: rt, Files: ws,
+		Admitter: a, Registry: reg, Runtime: rt, Files: ws, Pool: *pool > 0,
 		Substrate: sub, HostNet: *netName == "host", Timeout: *timeout, MaxTimeout: *maxTimeout,
 		Extra: extra, Env: *envNames, Autonomy: lvl, Version: versionString(),
 	}

@@ -65,13 +65,14 @@ type PoolStats struct {
 	Stale  int // pooled sandboxes discarded at a call: not the sandbox the call needed
 	Made   int // sandboxes made ahead
 	Failed int // sandboxes that could not be made ahead
+	Ready  int // sandboxes ready now
 }
 
 // waiting is one sandbox made ahead, its command blocked on its script.
 type waiting struct {
 	key    string
 	r      *running
-	script *os.File     // the writing end of the command's script pipe
+	script *os.File // the writing end of the command's script pipe
 	stdin  *os.File // the writing end of the command's standard input, nil for /dev/null
 	expire *time.Timer
 }
@@ -98,7 +99,9 @@ func NewPool(size int, maxAge time.Duration) *Pool {
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stats
+	st := p.stats
+	st.Ready = len(p.ready)
+	return st
 }
 
 // Ready returns the number of sandboxes ready for a call.
