@@ -522,7 +522,7 @@ func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp
 		"stdout_clipped": res.StdoutClipped, "stderr_clipped": res.StderrClipped,
 		"duration_ms": float64(res.Duration.Microseconds()) / 1000, "substrate": res.Substrate, "sandboxed": res.Sandboxed,
 		"pooled": res.Pooled,
-		"notes": res.Notes,
+		"notes":  res.Notes,
 	}
 	if res.Tool != "" {
 		out["tool"] = res.Tool
