@@ -218,12 +218,12 @@ func substrates(t *testing.T, f func(t *testing.T, sub string)) {
 	}
 }
 
-// runSpec runs the spec's command as cordon exec does: a grant made for
-// it (admission.PrepareCommand), run by the runtime.
-func runSpec(ctx context.Context, s Spec) (runtime.Result, error) {
+// prepare admits the spec's command as cordon exec does
+// (admission.PrepareCommand).
+func prepare(ctx context.Context, s Spec) (*admission.Prepared, error) {
 	set, err := s.capabilities()
 	if err != nil {
-		return runtime.Result{}, err
+		return nil, err
 	}
 	h := s.Policy.Harness()
 	a, err := admission.New(admission.Config{Workspace: s.Policy.Workspace(), Harness: h, Substrates: map[string]substrate.Enforcer{
@@ -232,15 +232,20 @@ func runSpec(ctx context.Context, s Spec) (runtime.Result, error) {
 		landlock.Name:        landlock.Enforcer{},
 	}})
 	if err != nil {
-		return runtime.Result{}, err
+		return nil, err
 	}
-	sub := s.substrate()
-	p, err := a.PrepareCommand(ctx, admission.Command{Argv: s.Command, Capabilities: set, Substrate: sub, Stdin: s.Stdin})
+	return a.PrepareCommand(ctx, admission.Command{Argv: s.Command, Capabilities: set, Substrate: s.substrate(), Stdin: s.Stdin})
+}
+
+// runSpec runs the spec's command as cordon exec does: a grant made for
+// it (admission.PrepareCommand), run by the runtime.
+func runSpec(ctx context.Context, s Spec) (runtime.Result, error) {
+	p, err := prepare(ctx, s)
 	if err != nil {
 		return runtime.Result{}, err
 	}
 	cfg := runtime.Config{Environ: s.Environ, Bwrap: s.Bwrap, Grace: s.Grace, Logger: s.Logger}
-	if !pooled || !poolable(sub, s.Command, s.Stdin) {
+	if !pooled || !poolable(s.substrate(), s.Command, s.Stdin) {
 		rt := runtime.New(cfg)
 		defer rt.Close()
 		return rt.Run(ctx, p)

@@ -1,7 +1,18 @@
 package runtime_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
 // TestPooledSandboxes runs the sandbox's property tests again with every
@@ -52,4 +63,300 @@ func TestPooledSandboxes(t *testing.T) {
 	} {
 		t.Run(name, f)
 	}
+}
+
+// pooledRuntime returns a runtime with a pool of size sandboxes.
+func pooledRuntime(t *testing.T, size int, age time.Duration) *runtime.Runtime {
+	t.Helper()
+	rt := runtime.New(runtime.Config{Pool: size, PoolAge: age})
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+// prepared admits `/bin/sh -c script` under the policy.
+func prepared(t *testing.T, p bwrap.Policy, script string, opts ...func(*Spec)) *admission.Prepared {
+	t.Helper()
+	spec := Spec{Command: []string{"/bin/sh", "-c", script}, Policy: p, Timeout: 60 * time.Second}
+	for _, o := range opts {
+		o(&spec)
+	}
+	pr, err := prepare(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pr
+}
+
+// warmed waits until the runtime's pool holds n sandboxes (at most 10 s).
+func warmed(t *testing.T, rt *runtime.Runtime, n int) {
+	t.Helper()
+	for i := 0; rt.PoolStats().Ready < n; i++ {
+		if i > 1000 {
+			t.Fatalf("the pool holds %+v, not %d ready", rt.PoolStats(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPooledCommandIsTheFreshOne: the process a pooled sandbox runs is
+// the one a new sandbox runs — its argument list byte for byte (a script
+// of every byte but NUL, trailing blanks, backslashes, no final newline),
+// environment, descriptors, standard input, signal state, IDs — and its
+// output bound and exit status are the call's.
+func TestPooledCommandIsTheFreshOne(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	var junk []byte
+	for c := 1; c < 256; c++ {
+		junk = append(junk, byte(c))
+	}
+	scripts := map[string]string{
+		"argv": "od -An -tx1 -v /proc/$$/cmdline; exit 0\n" + string(junk) + " \\\n\n\n  ",
+		"self": "env | sort; for f in /proc/self/fd/*; do echo \"$f $(readlink $f | cut -d: -f1)\"; done; stat -L -c %F /dev/stdin; " +
+			"grep -E '^(Sig(Ign|Blk)|NoNewPrivs|Seccomp|Cap(Eff|Bnd|Prm|Inh)|Uid|Gid|Groups)' /proc/self/status; echo $$ $PPID; ls /proc | grep -c '^[0-9]'; ulimit -a; umask; pwd",
+		"clip":   "head -c 100000 /dev/zero | tr '\\0' x; exit 3",
+		"nonl":   "printf '%s' \"$0\" no-final-newline",
+		"signal": "kill -TERM $$",
+	}
+	for name, script := range scripts {
+		t.Run(name, func(t *testing.T) {
+			opt := func(s *Spec) {
+				if name == "clip" {
+					s.MaxOutput = 1000
+				}
+			}
+			fresh := run(t, newPolicy(ws), script, opt)
+			rt := pooledRuntime(t, 1, 0)
+			p := prepared(t, newPolicy(ws), script, opt)
+			if err := rt.Warm(p); err != nil {
+				t.Fatal(err)
+			}
+			got, err := rt.Run(context.Background(), p)
+			if err != nil || !got.Pooled {
+				t.Fatalf("pooled run: %v (pooled %v, %+v)", err, got.Pooled, rt.PoolStats())
+			}
+			if got.Stdout != fresh.Stdout || got.Stderr != fresh.Stderr || got.ExitCode != fresh.ExitCode ||
+				got.StdoutBytes != fresh.StdoutBytes || got.StdoutClipped != fresh.StdoutClipped || got.Signal != fresh.Signal {
+				t.Errorf("pooled and fresh differ: %s\n", lineDiff(got.Stdout, fresh.Stdout))
+				t.Errorf("pooled and fresh differ:\npooled: %d %q %q %d %v\nfresh:  %d %q %q %d %v", got.ExitCode, got.Stdout, got.Stderr,
+					got.StdoutBytes, got.StdoutClipped, fresh.ExitCode, fresh.Stdout, fresh.Stderr, fresh.StdoutBytes, fresh.StdoutClipped)
+			}
+			if name == "argv" {
+				var want strings.Builder
+				for _, a := range []string{"/bin/sh", "-c", script} {
+					for _, c := range []byte(a + "\x00") {
+						fmt.Fprintf(&want, "%02x", c)
+					}
+				}
+				if strings.Join(strings.Fields(got.Stdout), "") != want.String() {
+					t.Errorf("the pooled command's argument list is not /bin/sh -c SCRIPT:\n%s", got.Stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestPoolDiscardsStaleSandboxes: the host changes the protected set
+// after a sandbox was made ahead — git's configuration includes a file
+// of the workspace; a protected directory is replaced by another of the
+// same name — and the call does not take the stale sandbox: it runs in a
+// new one, in which the new protected path is read-only.
+func TestPoolDiscardsStaleSandboxes(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "git")
+	b := base(t)
+	ws := workspace(t, b)
+	marker := filepath.Join(b, "pwned")
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	attack := attempt("include", fmt.Sprintf("printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n' > inc.gitconfig", marker)) +
+		attempt("state", "echo x > .efferent/planted")
+	rt := pooledRuntime(t, 1, 0)
+	if err := rt.Warm(prepared(t, newPolicy(ws), "true")); err != nil {
+		t.Fatal(err)
+	}
+	// The host's git now reads inc.gitconfig: a write-later path that
+	// was not one when the sandbox was made.
+	if out, err := exec.Command("git", "-C", ws, "config", "include.path", "../inc.gitconfig").CombinedOutput(); err != nil {
+		t.Fatalf("git config: %v %s", err, out)
+	}
+	res, err := rt.Run(context.Background(), prepared(t, newPolicy(ws), attack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pooled {
+		t.Errorf("the call took a sandbox made before inc.gitconfig was protected")
+	}
+	if st := statuses(t, res.Stdout); st["include"] == "0" || st["state"] == "0" {
+		t.Errorf("attacks succeeded: %q %q", res.Stdout, res.Stderr)
+	}
+	if st := rt.PoolStats(); st.Stale != 1 {
+		t.Errorf("pool stats %+v: want one stale sandbox discarded", st)
+	}
+	exec.Command("git", "-C", ws, "status").Run() // runs fsmonitor if planted
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the host's git ran what the sandbox planted")
+	}
+
+	// A protected directory replaced by another of the same name: the
+	// options are the same, the identity is not.
+	warmed(t, rt, 1)
+	state := filepath.Join(ws, ".efferent")
+	if err := os.Rename(state, state+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res, err = rt.Run(context.Background(), prepared(t, newPolicy(ws), attack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pooled {
+		t.Errorf("the call took a sandbox made before .efferent was replaced")
+	}
+	if st := statuses(t, res.Stdout); st["state"] == "0" {
+		t.Errorf("harness state written: %q %q", res.Stdout, res.Stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(state, "planted")); err == nil {
+		t.Error("a file was planted in the new harness state")
+	}
+	if st := rt.PoolStats(); st.Stale != 2 {
+		t.Errorf("pool stats %+v: want two stale sandboxes discarded", st)
+	}
+}
+
+// trampolineProcs returns the host's processes that are pooled
+// sandboxes' waiting shells.
+func trampolineProcs() []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		data, _ := os.ReadFile(d)
+		if strings.Contains(string(data), "s=$s$l$n") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestPooledCallsShareNothing: one call leaves a file in /tmp, a
+// variable, a background process that left its session; the next call,
+// in another pooled sandbox, sees none of them, and the process is gone
+// when the first call returns.
+func TestPooledCallsShareNothing(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	marker := fmt.Sprintf("cordon-pool-marker-%d", time.Now().UnixNano())
+	rt := pooledRuntime(t, 2, 0)
+	if err := rt.Warm(prepared(t, newPolicy(ws), "true")); err != nil {
+		t.Fatal(err)
+	}
+	first, err := rt.Run(context.Background(), prepared(t, newPolicy(ws),
+		fmt.Sprintf("echo secret > /tmp/left; export LEFT=1; setsid sh -c 'exec -a %s sleep 300' </dev/null >/dev/null 2>&1 & echo started", marker)))
+	if err != nil || !first.Pooled || first.Stdout != "started\n" {
+		t.Fatalf("first call: %v %+v", err, first)
+	}
+	for _, f := range func() []string { m, _ := filepath.Glob("/proc/[0-9]*/cmdline"); return m }() {
+		if data, _ := os.ReadFile(f); strings.HasPrefix(string(data), marker) {
+			t.Errorf("the first call's background process %s outlived its call", f)
+		}
+	}
+	second, err := rt.Run(context.Background(), prepared(t, newPolicy(ws),
+		"ls -A /tmp; echo \"left=${LEFT-unset}\"; grep -l "+marker[:len(marker)-1]+"[0-9] /proc/[0-9]*/cmdline 2>/dev/null; echo end"))
+	if err != nil || !second.Pooled {
+		t.Fatalf("second call: %v %+v", err, second)
+	}
+	if second.Stdout != "home\nleft=unset\nend\n" { // /tmp holds HOME alone
+		t.Errorf("the second call saw the first's state: %q", second.Stdout)
+	}
+}
+
+// TestPoolLeavesNothing: closing the runtime kills the waiting sandboxes
+// and ends their sessions — no process, no placeholder is left — and an
+// unused sandbox is discarded after the pool's age.
+func TestPoolLeavesNothing(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	run(t, newPolicy(ws), "true") // the harness directories, kept
+	before := snapshot(t, ws)
+	rt := runtime.New(runtime.Config{Pool: 2})
+	if err := rt.Warm(prepared(t, newPolicy(ws), "true")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(trampolineProcs()); n < 2 {
+		t.Fatalf("%d waiting shells, want 2 (%+v)", n, rt.PoolStats())
+	}
+	rt.Close()
+	if p := trampolineProcs(); len(p) > 0 {
+		t.Errorf("waiting shells outlived the pool: %v", p)
+	}
+	if d := diff(before, snapshot(t, ws)); len(d) > 0 {
+		t.Errorf("the pool left the workspace changed: %v", d)
+	}
+
+	rt = pooledRuntime(t, 1, 300*time.Millisecond)
+	if err := rt.Warm(prepared(t, newPolicy(ws), "true")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(800 * time.Millisecond)
+	if st := rt.PoolStats(); st.Ready != 0 {
+		t.Errorf("a sandbox outlived the pool's age: %+v", st)
+	}
+	if p := trampolineProcs(); len(p) > 0 {
+		t.Errorf("waiting shells outlived the pool's age: %v", p)
+	}
+}
+
+// TestPoolTimeBoundStartsAtTheCall: a sandbox made long before its call
+// gives the call its whole time bound.
+func TestPoolTimeBoundStartsAtTheCall(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	rt := pooledRuntime(t, 1, 0)
+	timeout := func(s *Spec) { s.Timeout = time.Second }
+	p := prepared(t, newPolicy(ws), "sleep 0.4; echo done", timeout)
+	if err := rt.Warm(p); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	res, err := rt.Run(context.Background(), p)
+	if err != nil || !res.Pooled {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if res.TimedOut || res.Stdout != "done\n" || res.Duration > 900*time.Millisecond {
+		t.Errorf("the call's time bound counted from the sandbox's making: %+v", res.Outcome)
+	}
+	p = prepared(t, newPolicy(ws), "sleep 5", timeout)
+	warmed(t, rt, 1)
+	res, err = rt.Run(context.Background(), p)
+	if err != nil || !res.Pooled || !res.TimedOut {
+		t.Errorf("a pooled call past its bound: %v %+v", err, res.Outcome)
+	}
+}
+
+// lineDiff lists the lines of a that b does not have, and those of b
+// that a does not have.
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ma, mb := in(a), in(b)
+	var out []string
+	for l := range ma {
+		if !mb[l] {
+			out = append(out, "-"+l)
+		}
+	}
+	for l := range mb {
+		if !ma[l] {
+			out = append(out, "+"+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
