@@ -171,6 +171,21 @@ func TestMCPServer(t *testing.T) {
 		t.Error(e)
 	}
 
+	// bash's calls take the sandboxes the server made ahead (its pool
+	// refills after each call, off the call's path).
+	pooled := false
+	for i := 0; i < 100 && !pooled; i++ {
+		got, isErr := call(t, s, "bash", map[string]any{"command": "echo in-pool"})
+		if isErr || !strings.Contains(got, `"stdout":"in-pool\n"`) || !strings.Contains(got, `"sandboxed":true`) {
+			t.Fatalf("bash: %q %v", got, isErr)
+		}
+		pooled = strings.Contains(got, `"pooled":true`)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !pooled {
+		t.Error("no bash call ran in a pooled sandbox")
+	}
+
 	// register_tool: a wasm tool the model wrote, then called.
 	decl := json.RawMessage(wasmtest.Declaration(t, "examples/count-lines"))
 	module := wasmtest.Go(t, "examples/count-lines")
@@ -269,6 +284,9 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
 	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 2; echo alive > `+marker+`","timeout_seconds":30}}}`+"\n")
 	time.Sleep(500 * time.Millisecond)
+	if len(processesIn(ws)) == 0 { // the call's, and the pool's waiting sandboxes
+		t.Fatal("no process of the server's sandboxes runs in the workspace")
+	}
 	start := time.Now()
 	stdin.Close()
 	done := make(chan error, 1)
@@ -285,6 +303,9 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the call's command outlived its client")
+	}
+	if left := processesIn(ws); len(left) > 0 {
+		t.Fatalf("processes of the server's sandboxes (its pool's) outlived it: %v", left)
 	}
 
 	// Raw malformed lines, a message too long, a request before
@@ -318,4 +339,18 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 	if strings.Count(all, `"code":-32700`) != 2 || !strings.Contains(all, "longer than") || !strings.Contains(all, "batches") || !strings.Contains(all, `"id":7`) || !strings.Contains(all, `"serverInfo"`) {
 		t.Errorf("answers to bad input, then initialize: %.600s", all)
 	}
+}
+
+// processesIn lists the processes whose working directory is dir: a
+// sandbox's, whose command runs in its workspace.
+func processesIn(dir string) []string {
+	var out []string
+	cwds, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, c := range cwds {
+		if d, err := os.Readlink(c); err == nil && d == dir {
+			cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(c), "cmdline"))
+			out = append(out, filepath.Dir(c)+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
 }
