@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -113,7 +114,7 @@ func TestPooledCommandIsTheFreshOne(t *testing.T) {
 	scripts := map[string]string{
 		"argv": "od -An -tx1 -v /proc/$$/cmdline; exit 0\n" + string(junk) + " \\\n\n\n  ",
 		"self": "env | sort; for f in /proc/self/fd/*; do echo \"$f $(readlink $f | cut -d: -f1)\"; done; stat -L -c %F /dev/stdin; " +
-			"grep -E '^(Sig(Ign|Blk)|NoNewPrivs|Seccomp|Cap(Eff|Bnd|Prm|Inh)|Uid|Gid|Groups)' /proc/self/status; echo $$ $PPID; ls /proc | grep -c '^[0-9]'; ulimit -a; umask; pwd",
+			"grep -E '^(Sig(Ign|Blk)|NoNewPrivs|Seccomp|Cap(Eff|Bnd|Prm|Inh)|Uid|Gid|Groups)' /proc/self/status; echo $$ $PPID; ls /proc | grep -c '^[0-9]'; ulimit -a | grep -v '^process'; umask; pwd", // (the process limit: TestProcessLimitIsTheTools)
 		"clip":   "head -c 100000 /dev/zero | tr '\\0' x; exit 3",
 		"nonl":   "printf '%s' \"$0\" no-final-newline",
 		"signal": "kill -TERM $$",
@@ -359,4 +360,88 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestProcessLimitIsTheTools: processes the user had when a run began —
+// when a pooled sandbox was made, or a new one set up — and that are gone
+// by the time its tool forks, do not widen the tool's process limit.
+// (Unprivileged, the limit is an rlimit, whose bound on bwrap counted the
+// user's processes of the time; root's is a pids cgroup.)
+func TestProcessLimitIsTheTools(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "python3")
+	ws := workspace(t, base(t))
+	pids, _ := capabilities.PidsLimit(32)
+	limit := func(s *Spec) { s.Extra = []capabilities.Capability{pids} }
+	bomb := `python3 -c 'import os, time, sys
+n = 0
+for i in range(2000):
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+    except OSError as e:
+        break
+print("forked", n)
+sys.stdout.flush()
+os._exit(0)'`
+	others := func() func() {
+		var cmds []*exec.Cmd
+		for range 12 {
+			c := exec.Command("sleep", "60")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, c)
+		}
+		return func() {
+			for _, c := range cmds {
+				c.Process.Kill()
+				c.Wait()
+			}
+		}
+	}
+	check := func(t *testing.T, res runtime.Result) {
+		var n int
+		fmt.Sscanf(res.Stdout, "forked %d", &n)
+		if n < 25 || n > 31 { // python itself is the tool's first process
+			t.Errorf("the bomb forked %d processes under pids:32 (%q %q), want at most 31", n, res.Stdout, res.Stderr)
+		}
+	}
+	t.Run("new", func(t *testing.T) {
+		gone := others()
+		started, goOn := filepath.Join(ws, "started"), filepath.Join(ws, "go")
+		var res runtime.Result
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			res = run(t, newPolicy(ws), fmt.Sprintf("touch %s; i=0; while [ ! -e %s ] && [ $i -lt 300 ]; do sleep 0.02; i=$((i+1)); done; %s", started, goOn, bomb), limit)
+		}()
+		for i := 0; i < 500; i++ {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		gone()
+		os.WriteFile(goOn, nil, 0o644)
+		<-done
+		check(t, res)
+	})
+	t.Run("pooled", func(t *testing.T) {
+		p := prepared(t, newPolicy(ws), bomb, limit)
+		gone := others()
+		rt := pooledRuntime(t, 1, 0)
+		err := rt.Warm(p)
+		gone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := rt.Run(context.Background(), p)
+		if err != nil || !res.Pooled {
+			t.Fatalf("%v %+v", err, res)
+		}
+		check(t, res)
+	})
 }

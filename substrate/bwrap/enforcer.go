@@ -182,6 +182,9 @@ func limitMechanisms(c capabilities.Capability, set capabilities.Set, name strin
 		return nil, &substrate.UnenforceableError{Substrate: name, Capability: c, Reason: err.Error(),
 			Instead: []string{"no " + string(c.Kind()) + ": capability (the run then has the default limits only)"}}
 	}
+	if name == Name && c.Kind() == capabilities.KindPids {
+		m = initBound(m, c.Count())
+	}
 	return m, nil
 }
 

@@ -237,7 +237,19 @@ func (p Policy) Mechanisms() []substrate.Mechanism {
 		m = append(m, SystemPath)
 	}
 	m = append(m, ClearEnv, Seccomp(p.Seccomp()))
-	return append(m, p.limits.Mechanisms(Name, sandboxProcesses)...)
+	return append(m, initBound(p.limits.Mechanisms(Name, sandboxProcesses), p.limits.Spec.Pids)...)
+}
+
+// initBound adds to an RLIMIT_NPROC process limit what [boundInit] does
+// beside it: the sandbox's init gets the tool's bound, counted inside its
+// user namespace alone.
+func initBound(ms []substrate.Mechanism, pids int) []substrate.Mechanism {
+	for i, m := range ms {
+		if m.Name == "pids" && strings.Contains(m.Detail, "RLIMIT_NPROC") {
+			ms[i].Detail += fmt.Sprintf("; and RLIMIT_NPROC=%d on the sandbox's init, which the tool inherits: inside the user namespace bwrap makes, only the init and the tool's tasks count against it", pids+1)
+		}
+	}
+	return ms
 }
 
 // Validate checks the policy without touching the file system.

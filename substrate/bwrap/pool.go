@@ -330,6 +330,20 @@ func (p *Pool) call(ctx context.Context, w *waiting, s Spec, script string) (sub
 	return o, err, true
 }
 
+// waitingShell returns the process ID of a pooled sandbox's command, the
+// only child of its init.
+func (r *running) waitingShell() (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", r.initPID, r.initPID))
+	if err != nil {
+		return 0, err
+	}
+	kids := strings.Fields(string(data))
+	if len(kids) != 1 {
+		return 0, fmt.Errorf("the sandbox's init has %d children, not the waiting shell alone", len(kids))
+	}
+	return strconv.Atoi(kids[0])
+}
+
 // refill makes sandboxes for the spec, off the caller's path, up to the
 // pool's size.
 func (p *Pool) refill(s Spec) {
@@ -405,6 +419,23 @@ func (p *Pool) fill(s Spec) (err error) {
 			err = &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: "bwrap ended before it reported a sandbox"}
 		}
 		return err
+	}
+	// Ready once the init has started the waiting shell.
+	for i := 0; ; i++ {
+		if _, err := r.waitingShell(); err == nil {
+			break
+		}
+		if i == 2000 {
+			pw.Close()
+			if stdin != nil {
+				stdin.Close()
+			}
+			r.t.Kill()
+			r.t.Wait(context.Background())
+			r.end()
+			return &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: "the pooled sandbox's command did not start within 2s"}
+		}
+		time.Sleep(time.Millisecond)
 	}
 	w := &waiting{key: key, r: r, script: pw, stdin: stdin}
 	p.mu.Lock()

@@ -110,6 +110,7 @@ type running struct {
 	t        *proc.Tree
 	bin      string
 	verified bool // bwrap reported an init, which was checked and released
+	initPID  int  // the sandbox's init, as this process sees it
 	prepared func() error
 	addErr   func() error
 }
@@ -258,11 +259,17 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			}
 			return r, nil
 		}
+		if err := boundInit(rec.ChildPID, s.Policy.limits); err != nil {
+			initFD <- -1
+			t.Kill() // never released: the command does not start
+			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
+			break
+		}
 		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
 		if err := sb.release(); err != nil {
 			s.Logger.Debug("cannot release the sandbox", "err", err)
 		}
-		r.verified = true
+		r.verified, r.initPID = true, rec.ChildPID
 		return r, nil
 	case <-time.After(initWait):
 		initFD <- -1
@@ -278,6 +285,24 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	}
 	t.Wait(ctx)
 	return nil, refused
+}
+
+// boundInit, where the process limit is an rlimit (no pids cgroup: an
+// unprivileged user), sets the RLIMIT_NPROC of the sandbox's init — which
+// the command inherits — to the tool's processes plus the init. Inside
+// the user namespace bwrap made, the kernel counts only that namespace's
+// processes against it, so the bound is the tool's exactly: bwrap's own
+// (the user's processes when the run began, plus the run's, which its
+// clone needed) widens as other processes of the user end.
+func boundInit(pid int, lim limits.Plan) error {
+	if lim.Pids != limits.Rlimit || lim.Spec.Pids <= 0 {
+		return nil
+	}
+	n := uint64(lim.Spec.Pids + 1)
+	if err := setNproc(pid, n); err != nil {
+		return fmt.Errorf("limits: cannot set RLIMIT_NPROC=%d on the sandbox's init (process %d): %w", n, pid, err)
+	}
+	return nil
 }
 
 // finish waits for the run's tree to end (at the latest at its time

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package bwrap
+
+import "errors"
+
+// setNproc is Linux's alone: bubblewrap runs nowhere else.
+func setNproc(pid int, n uint64) error {
+	return errors.New("bwrap: RLIMIT_NPROC of another process is Linux's")
+}
