@@ -168,29 +168,12 @@ func TestLimitsEndABombAndABalloon(t *testing.T) {
 			return func(s *Spec) { s.Extra = extra }
 		}
 		pids, _ := capabilities.PidsLimit(32)
-		// The bomb forks children that wait, until fork fails; it prints
-		// how many it got. Bounded by the loop in any case.
-		bomb := `import os, time, sys
-n = 0
-for i in range(2000):
-    try:
-        if os.fork() == 0:
-            time.sleep(30)
-            os._exit(0)
-        n += 1
-    except OSError as e:
-        print("fork failed", e.errno)
-        break
-print("forked", n)
-sys.stdout.flush()
-os._exit(0)`
 		start := time.Now()
-		res := run(t, newPolicy(ws), "python3 -c '"+bomb+"'", on(sub), withLimits(pids))
+		res := run(t, newPolicy(ws), forkBomb, on(sub), withLimits(pids))
 		if !strings.Contains(res.Stdout, "fork failed") {
 			t.Fatalf("the bomb was not stopped: %q %q", res.Stdout, res.Stderr)
 		}
-		var n int
-		fmt.Sscanf(res.Stdout[strings.Index(res.Stdout, "forked"):], "forked %d", &n)
+		n := forked(res.Stdout)
 		if n >= 32 {
 			t.Errorf("the bomb forked %d processes under pids:32", n)
 		}
@@ -219,6 +202,34 @@ print("held", len(chunks) * 8, "MiB")`
 		}
 		t.Logf("balloon on %s: %v; mechanisms %q", sub, res, res.Mechanisms)
 	})
+}
+
+// forkBomb forks children that wait, until fork fails; it prints how
+// many it got. Bounded by its loop in any case.
+const forkBomb = `python3 -c 'import os, time, sys
+n = 0
+for i in range(2000):
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+    except OSError as e:
+        print("fork failed", e.errno)
+        break
+print("forked", n)
+sys.stdout.flush()
+os._exit(0)'`
+
+// forked reads how many children forkBomb got (-1 if it did not say).
+func forked(stdout string) int {
+	i := strings.Index(stdout, "forked")
+	if i < 0 {
+		return -1
+	}
+	var n int
+	fmt.Sscanf(stdout[i:], "forked %d", &n)
+	return n
 }
 
 // mentions reports whether a mechanism names one of the ways a limit is

@@ -204,7 +204,8 @@ func (sb *Sandbox) identity(bin string, s Spec) string {
 	return b.String()
 }
 
-// binOf finds and checks bwrap as launch does.
+// binOf finds bwrap (the spec's, or in its environment's PATH) and checks
+// that it may be run ([trustedProgram]).
 func binOf(s Spec) (string, error) {
 	bin := s.Bwrap
 	if bin == "" {

@@ -166,15 +166,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			r.end()
 		}
 	}()
-	bin := s.Bwrap
-	if bin == "" {
-		path, _ := lookupEnv(s.Environ, "PATH")
-		var err error
-		if bin, err = Find(path); err != nil {
-			return nil, Unavailable(err)
-		}
-	}
-	bin, err = trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
+	bin, err := binOf(s)
 	if err != nil {
 		return nil, err
 	}
