@@ -165,44 +165,76 @@ func TestPooledCommandIsTheFreshOne(t *testing.T) {
 func TestPoolDiscardsStaleSandboxes(t *testing.T) {
 	needBwrap(t)
 	needProgram(t, "git")
-	b := base(t)
+	for _, under := range []string{"/var/tmp", "/tmp"} {
+		t.Run(under, func(t *testing.T) {
+			d, err := os.MkdirTemp(under, "cordon-pool-")
+			if err != nil {
+				t.Skip(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(d) })
+			b, _ := filepath.EvalSymlinks(d)
+			staleSandboxes(t, b)
+		})
+	}
+}
+
+// staleSandboxes is TestPoolDiscardsStaleSandboxes in base b.
+func staleSandboxes(t *testing.T, b string) {
 	ws := workspace(t, b)
 	marker := filepath.Join(b, "pwned")
 	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	attack := attempt("include", fmt.Sprintf("printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n' > inc.gitconfig", marker)) +
+	fsmonitor := fmt.Sprintf("printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n'", marker)
+	attack := attempt("include", fsmonitor+" > inc.gitconfig") + attempt("config", fsmonitor+" >> .git/config") +
 		attempt("state", "echo x > .efferent/planted")
 	rt := pooledRuntime(t, 1, 0)
 	if err := rt.Warm(prepared(t, newPolicy(ws), "true")); err != nil {
 		t.Fatal(err)
+	}
+	stale := 0
+	call := func(what string) {
+		t.Helper()
+		stale++
+		res, err := rt.Run(context.Background(), prepared(t, newPolicy(ws), attack))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Pooled {
+			t.Errorf("%s: the call took a sandbox made before", what)
+		}
+		for name, rc := range statuses(t, res.Stdout) {
+			if rc == "0" {
+				t.Errorf("%s: attack %s succeeded: %q %q", what, name, res.Stdout, res.Stderr)
+			}
+		}
+		if st := rt.PoolStats(); st.Stale != stale {
+			t.Errorf("%s: pool stats %+v: want %d stale sandboxes discarded", what, st, stale)
+		}
+		exec.Command("git", "-C", ws, "status").Run() // runs fsmonitor if planted
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the host's git ran what the sandbox planted", what)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".efferent", "planted")); err == nil {
+			t.Fatalf("%s: a file was planted in harness state", what)
+		}
+		warmed(t, rt, 1)
 	}
 	// The host's git now reads inc.gitconfig: a write-later path that
 	// was not one when the sandbox was made.
 	if out, err := exec.Command("git", "-C", ws, "config", "include.path", "../inc.gitconfig").CombinedOutput(); err != nil {
 		t.Fatalf("git config: %v %s", err, out)
 	}
-	res, err := rt.Run(context.Background(), prepared(t, newPolicy(ws), attack))
-	if err != nil {
-		t.Fatal(err)
+	call("a new include")
+	// The host's git writes its configuration by renaming a new file over
+	// it: the read-only mount on the old one is detached in the waiting
+	// sandbox, where .git/config would be writable.
+	if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
+		t.Fatalf("git config: %v %s", err, out)
 	}
-	if res.Pooled {
-		t.Errorf("the call took a sandbox made before inc.gitconfig was protected")
-	}
-	if st := statuses(t, res.Stdout); st["include"] == "0" || st["state"] == "0" {
-		t.Errorf("attacks succeeded: %q %q", res.Stdout, res.Stderr)
-	}
-	if st := rt.PoolStats(); st.Stale != 1 {
-		t.Errorf("pool stats %+v: want one stale sandbox discarded", st)
-	}
-	exec.Command("git", "-C", ws, "status").Run() // runs fsmonitor if planted
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the host's git ran what the sandbox planted")
-	}
-
+	call("git config renamed over")
 	// A protected directory replaced by another of the same name: the
 	// options are the same, the identity is not.
-	warmed(t, rt, 1)
 	state := filepath.Join(ws, ".efferent")
 	if err := os.Rename(state, state+".old"); err != nil {
 		t.Fatal(err)
@@ -210,21 +242,43 @@ func TestPoolDiscardsStaleSandboxes(t *testing.T) {
 	if err := os.Mkdir(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	res, err = rt.Run(context.Background(), prepared(t, newPolicy(ws), attack))
-	if err != nil {
-		t.Fatal(err)
+	call("harness state replaced")
+}
+
+// TestPoolRefusesWhatANewSandboxRefuses: a canceled call does not start
+// in a pooled sandbox; granted variables named as the waiting shell's are
+// passed, the call then runs in a new sandbox.
+func TestPoolRefusesWhatANewSandboxRefuses(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	rt := pooledRuntime(t, 1, 0)
+	ran := filepath.Join(ws, "ran")
+	p := prepared(t, newPolicy(ws), "touch "+ran)
+	for range 5 {
+		if err := rt.Warm(p); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, err := rt.Run(ctx, prepared(t, newPolicy(ws), "touch "+ran))
+		if res.Pooled {
+			t.Errorf("a canceled call ran in a pooled sandbox: %v %+v", err, res)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatal("a canceled call's command ran")
+		}
 	}
-	if res.Pooled {
-		t.Errorf("the call took a sandbox made before .efferent was replaced")
-	}
-	if st := statuses(t, res.Stdout); st["state"] == "0" {
-		t.Errorf("harness state written: %q %q", res.Stdout, res.Stderr)
-	}
-	if _, err := os.Lstat(filepath.Join(state, "planted")); err == nil {
-		t.Error("a file was planted in the new harness state")
-	}
-	if st := rt.PoolStats(); st.Stale != 2 {
-		t.Errorf("pool stats %+v: want two stale sandboxes discarded", st)
+
+	names := newPolicy(ws).WithEnv("_cordon_s", "_cordon_l")
+	env := append(os.Environ(), "_cordon_s=host-s", "_cordon_l=host-l")
+	rt = runtime.New(runtime.Config{Pool: 1, Environ: env})
+	defer rt.Close()
+	script := `printf '[%s|%s]' "$_cordon_s" "$_cordon_l"`
+	p = prepared(t, names, script)
+	rt.Warm(p)
+	res, err := rt.Run(context.Background(), p)
+	if err != nil || res.Stdout != "[host-s|host-l]" {
+		t.Errorf("granted variables: %v %q %q", err, res.Stdout, res.Stderr)
 	}
 }
 
@@ -235,7 +289,7 @@ func trampolineProcs() []string {
 	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, d := range dirs {
 		data, _ := os.ReadFile(d)
-		if strings.Contains(string(data), "s=$s$l$n") {
+		if strings.Contains(string(data), "_cordon_s=$_cordon_s") {
 			out = append(out, d)
 		}
 	}

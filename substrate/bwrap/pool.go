@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ type waiting struct {
 	r      *running
 	script *os.File // the writing end of the command's script pipe
 	stdin  *os.File // the writing end of the command's standard input, nil for /dev/null
+	mounts string   // the sandbox's mount table when it was ready
 	expire *time.Timer
 }
 
@@ -165,10 +167,25 @@ func poolable(s Spec) (string, bool) {
 // trampoline is the command of a pooled sandbox: it reads its script from
 // scriptFD to the end with builtins alone — every byte kept, the last line
 // with or without its newline — and executes /bin/sh -c SCRIPT with the
-// descriptor closed. Its variables are not exported.
-var trampoline = []string{"/bin/sh", "-c", `n='
-'; s=; l=; while IFS= read -r l; do s=$s$l$n; done <&` + strconv.Itoa(scriptFD) + `; s=$s$l; exec ` +
-	strconv.Itoa(scriptFD) + `<&- /bin/sh -c "$s"`}
+// descriptor closed. Its variables (trampolineVars) are not exported; a
+// sandbox whose environment holds one of their names is not pooled.
+var trampoline = []string{"/bin/sh", "-c", `_cordon_n='
+'; _cordon_s=; _cordon_l=; while IFS= read -r _cordon_l; do _cordon_s=$_cordon_s$_cordon_l$_cordon_n; done <&` +
+	strconv.Itoa(scriptFD) + `; _cordon_s=$_cordon_s$_cordon_l; exec ` + strconv.Itoa(scriptFD) + `<&- /bin/sh -c "$_cordon_s"`}
+
+var trampolineVars = []string{"_cordon_n", "_cordon_s", "_cordon_l"}
+
+// pooledEnv reports whether a sandbox's environment leaves the
+// trampoline's variables to it.
+func pooledEnv(env []string) bool {
+	for _, e := range env {
+		name, _, _ := strings.Cut(e, "=")
+		if slices.Contains(trampolineVars, name) {
+			return false
+		}
+	}
+	return true
+}
 
 func (s Spec) defaults() Spec {
 	if s.Environ == nil {
@@ -185,9 +202,13 @@ func (s Spec) defaults() Spec {
 func (sb *Sandbox) identity(bin string, s Spec) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\x00%v\x00%+v\x00%v\x00stdin=%v\x00%d\x00", bin, s.Grace, sb.policy.limits, sb.policy.Seccomp(), s.Stdin != nil, len(sb.args))
-	for _, a := range sb.args {
+	for i, a := range sb.args {
 		b.WriteString(a)
-		if strings.HasPrefix(a, "/") && !within(a, "/proc") && !within(a, "/dev") && !within(a, "/tmp") {
+		// Every path of the host the options name — bind sources and
+		// mount points, a workspace under /tmp as anywhere — but what
+		// the sandbox makes itself (its /proc, /dev, /tmp and HOME).
+		inside := i > 0 && (sb.args[i-1] == "--dir" || sb.args[i-1] == "--proc" || sb.args[i-1] == "--dev")
+		if strings.HasPrefix(a, "/") && !inside && a != "/tmp" && !within(a, Home) {
 			var st syscall.Stat_t
 			if err := syscall.Lstat(a, &st); err == nil {
 				fmt.Fprintf(&b, "@%d:%d:%o", st.Dev, st.Ino, st.Mode&syscall.S_IFMT)
@@ -224,8 +245,8 @@ func binOf(s Spec) (string, error) {
 // the pool refill for it after it.
 func (p *Pool) run(ctx context.Context, s Spec) (o substrate.Outcome, err error, ok bool) {
 	script, ok := poolable(s)
-	if !ok {
-		return substrate.Outcome{}, nil, false
+	if !ok || ctx.Err() != nil {
+		return substrate.Outcome{}, nil, false // a canceled call: Run refuses it
 	}
 	bin, err := binOf(s)
 	if err != nil {
@@ -235,6 +256,14 @@ func (p *Pool) run(ctx context.Context, s Spec) (o substrate.Outcome, err error,
 	if err := sb.build(s.Environ); err != nil {
 		sb.Close()
 		return substrate.Outcome{}, err, true
+	}
+	if !pooledEnv(sb.env) {
+		r, err := launch(ctx, s, sb, nil)
+		if err != nil {
+			return substrate.Outcome{}, err, true
+		}
+		o, err = r.finish(ctx)
+		return o, err, true
 	}
 	key := sb.identity(bin, s)
 	defer p.refill(s)
@@ -303,6 +332,16 @@ func (p *Pool) call(ctx context.Context, w *waiting, s Spec, script string) (sub
 		return substrate.Outcome{}, nil, false
 	default:
 	}
+	// A mount of the sandbox the host detached (a protected path it
+	// removed or renamed over: git's lock-and-rename of .git/config), or
+	// one the host's mount propagated in, with the host's flags: stale.
+	if m, err := r.mountTable(); err != nil || m != w.mounts {
+		p.mu.Lock()
+		p.stats.Stale++
+		p.mu.Unlock()
+		p.later(w)
+		return substrate.Outcome{}, nil, false
+	}
 	if !r.t.Arm(s.Timeout, s.MaxOutput) {
 		p.later(w)
 		return substrate.Outcome{}, nil, false
@@ -343,6 +382,17 @@ func (r *running) waitingShell() (int, error) {
 		return 0, fmt.Errorf("the sandbox's init has %d children, not the waiting shell alone", len(kids))
 	}
 	return strconv.Atoi(kids[0])
+}
+
+// mountTable returns the mount table of a pooled sandbox, as its waiting
+// shell sees it.
+func (r *running) mountTable() (string, error) {
+	pid, err := r.waitingShell()
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	return string(data), err
 }
 
 // refill makes sandboxes for the spec, off the caller's path, up to the
@@ -421,9 +471,11 @@ func (p *Pool) fill(s Spec) (err error) {
 		}
 		return err
 	}
-	// Ready once the init has started the waiting shell.
+	// Ready once the init has started the waiting shell; its mount table
+	// is the sandbox's from then on.
+	var mounts string
 	for i := 0; ; i++ {
-		if _, err := r.waitingShell(); err == nil {
+		if mounts, err = r.mountTable(); err == nil {
 			break
 		}
 		if i == 2000 {
@@ -438,7 +490,7 @@ func (p *Pool) fill(s Spec) (err error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	w := &waiting{key: key, r: r, script: pw, stdin: stdin}
+	w := &waiting{key: key, r: r, script: pw, stdin: stdin, mounts: mounts}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
