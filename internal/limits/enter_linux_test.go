@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -72,5 +73,67 @@ func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
 	}
 	if c := cgroupsOf(f.cmd.Process.Pid); c["pids"] != child["pids"] {
 		t.Errorf("after Add: %q, was %q", c["pids"], child["pids"])
+	}
+}
+
+// TestSweepRemovesOnlyAbandonedCgroups: an empty cgroup of a run made
+// before the sweep's time goes; one with a process in it, one made
+// after, and a directory of another name stay.
+func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
+	h := Detect()
+	if h.UID != 0 {
+		t.Skip("cgroups are made only as root here; the unprivileged user's limits are rlimits")
+	}
+	root, ok := h.V1["pids"]
+	testenv.Require(t, ok, "no pids cgroup can be made here: %s", h.Why["pids"])
+	// A parent of the test's own: the sweep never sees the cgroups of the
+	// runs of other tests.
+	parent, err := os.MkdirTemp(root, "sweep-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Rmdir(parent)
+	h.V1 = map[string]string{"pids": parent}
+	p, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abandoned, err := p.Start(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer abandoned.Close()
+	busy, err := p.Start(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	if err := busy.Add(sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	other := parent + "/cordon-not-a-run"
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Rmdir(other)
+
+	sweep(map[string]string{"pids": parent}, time.Now().Add(-time.Hour)) // nothing is that old
+	if _, err := os.Stat(abandoned.dirs["pids"]); err != nil {
+		t.Fatalf("a cgroup made after the sweep's time was removed: %v", err)
+	}
+	sweep(map[string]string{"pids": parent}, time.Now().Add(time.Second))
+	if _, err := os.Stat(abandoned.dirs["pids"]); err == nil {
+		t.Error("an empty, abandoned cgroup was left")
+	}
+	if _, err := os.Stat(busy.dirs["pids"]); err != nil {
+		t.Errorf("the cgroup of a run going on was removed: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("a directory not named as a run's was removed: %v", err)
 	}
 }

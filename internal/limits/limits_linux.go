@@ -137,6 +137,9 @@ type Group struct {
 // processes that run in them beside the tool's (bwrap and the sandbox's
 // init: 2).
 func (p Plan) Start(extra int) (*Group, error) {
+	if p.Memory == Cgroup1 || p.Pids == Cgroup1 {
+		sweepOnce.Do(func() { go sweep(p.host.V1, time.Now().Add(-sweepAge)) })
+	}
 	var name [8]byte
 	rand.Read(name[:])
 	id := "cordon-" + hex.EncodeToString(name[:])
@@ -326,6 +329,44 @@ func (g *Group) Close() error {
 		delete(g.dirs, c)
 	}
 	return errors.Join(errs...)
+}
+
+// sweepAge is how old an empty cgroup of a run must be before another
+// cordon process removes it (see sweep).
+const sweepAge = 10 * time.Minute
+
+var sweepOnce sync.Once
+
+// sweep removes the cgroups of runs whose cordon is gone without removing
+// them (killed, a server whose waiting sandboxes died with it): those
+// named cordon-<16 hex digits> beside this process's, empty, and made
+// before the time given. A run's cgroup is empty only for an instant
+// after its tree ended (and before its first process was born in it): a
+// run going on, pooled sandboxes included, is never touched, and a Close
+// that finds its cgroup gone is content.
+func sweep(v1 map[string]string, before time.Time) {
+	for _, parent := range v1 {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			hexPart, ok := strings.CutPrefix(name, "cordon-")
+			if !ok || len(hexPart) != 16 || !e.IsDir() {
+				continue
+			}
+			if _, err := hex.DecodeString(hexPart); err != nil {
+				continue
+			}
+			dir := filepath.Join(parent, name)
+			info, err := e.Info()
+			if err != nil || info.ModTime().After(before) || len(procsOf(dir)) > 0 {
+				continue
+			}
+			unix.Rmdir(dir) // EBUSY if a process came meanwhile: it stays
+		}
+	}
 }
 
 func procsOf(dir string) []int {
