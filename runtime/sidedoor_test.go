@@ -174,7 +174,15 @@ func TestLimitsEndABombAndABalloon(t *testing.T) {
 			t.Fatalf("the bomb was not stopped: %q %q", res.Stdout, res.Stderr)
 		}
 		n := forked(res.Stdout)
-		if n >= 32 {
+		bound := 32
+		if sub == landlock.Name && mentions(res.Mechanisms, "RLIMIT_NPROC") {
+			// Landlock's process limit, unprivileged, is bound to every
+			// task of the user, this test process's threads among them:
+			// threads of earlier runs that end meanwhile widen it by as
+			// many (bwrap's sandbox counts its own alone: boundInit).
+			bound = 40
+		}
+		if n >= bound {
 			t.Errorf("the bomb forked %d processes under pids:32", n)
 		}
 		if d := time.Since(start); d > 20*time.Second {
