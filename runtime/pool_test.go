@@ -282,14 +282,16 @@ func TestPoolRefusesWhatANewSandboxRefuses(t *testing.T) {
 	}
 }
 
-// trampolineProcs returns the host's processes that are pooled
-// sandboxes' waiting shells.
-func trampolineProcs() []string {
+// trampolineProcs returns the host's processes that are waiting shells of
+// pooled sandboxes of the workspace ws (whose working directory it is:
+// other tests' pools run meanwhile).
+func trampolineProcs(ws string) []string {
 	var out []string
 	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, d := range dirs {
 		data, _ := os.ReadFile(d)
-		if strings.Contains(string(data), "_cordon_s=$_cordon_s") {
+		cwd, _ := os.Readlink(filepath.Join(filepath.Dir(d), "cwd"))
+		if strings.Contains(string(data), "_cordon_s=$_cordon_s") && cwd == ws {
 			out = append(out, d)
 		}
 	}
@@ -340,11 +342,11 @@ func TestPoolLeavesNothing(t *testing.T) {
 	if err := rt.Warm(prepared(t, newPolicy(ws), "true")); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(trampolineProcs()); n < 2 {
+	if n := len(trampolineProcs(ws)); n < 2 {
 		t.Fatalf("%d waiting shells, want 2 (%+v)", n, rt.PoolStats())
 	}
 	rt.Close()
-	if p := trampolineProcs(); len(p) > 0 {
+	if p := trampolineProcs(ws); len(p) > 0 {
 		t.Errorf("waiting shells outlived the pool: %v", p)
 	}
 	if d := diff(before, snapshot(t, ws)); len(d) > 0 {
@@ -359,7 +361,7 @@ func TestPoolLeavesNothing(t *testing.T) {
 	if st := rt.PoolStats(); st.Ready != 0 {
 		t.Errorf("a sandbox outlived the pool's age: %+v", st)
 	}
-	if p := trampolineProcs(); len(p) > 0 {
+	if p := trampolineProcs(ws); len(p) > 0 {
 		t.Errorf("waiting shells outlived the pool's age: %v", p)
 	}
 }
@@ -484,4 +486,68 @@ func TestProcessLimitIsTheTools(t *testing.T) {
 		}
 		check(t, res)
 	})
+}
+
+// TestHostRenamingOverAProtectedPathStopsTheRun: while a command runs,
+// the host's own git rewrites .git/config (a new file renamed over it),
+// which detaches the read-only mount on it in the sandbox; the run is
+// stopped before the command can write the file the host's git reads
+// next, new or pooled, and the result says why.
+func TestHostRenamingOverAProtectedPathStopsTheRun(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "git")
+	for _, pool := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pooled=%v", pool), func(t *testing.T) {
+			b := base(t)
+			ws := workspace(t, b)
+			marker := filepath.Join(b, "pwned")
+			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v %s", err, out)
+			}
+			started := filepath.Join(ws, "started")
+			script := fmt.Sprintf("touch %s; sleep 1.5; printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n' >> .git/config && echo wrote", started, marker)
+			rt := runtime.New(runtime.Config{})
+			if pool {
+				rt = pooledRuntime(t, 1, 0)
+			} else {
+				defer rt.Close()
+			}
+			p := prepared(t, newPolicy(ws), script)
+			if pool {
+				if err := rt.Warm(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var res runtime.Result
+			var err error
+			done := make(chan struct{})
+			go func() { defer close(done); res, err = rt.Run(context.Background(), p) }()
+			for i := 0; i < 500; i++ {
+				if _, err := os.Stat(started); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
+				t.Fatalf("git config: %v %s", err, out)
+			}
+			<-done
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Pooled != pool {
+				t.Errorf("pooled %v, want %v", res.Pooled, pool)
+			}
+			if strings.Contains(res.Stdout, "wrote") || res.ExitCode == 0 {
+				t.Errorf("the run went on after its mount of .git/config went: %+v", res.Outcome)
+			}
+			if !strings.Contains(strings.Join(res.Notes, "\n"), "went "+filepath.Join(ws, ".git/config")) {
+				t.Errorf("the result does not say that .git/config's mount went: %q", res.Notes)
+			}
+			exec.Command("git", "-C", ws, "status").Run()
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the host's git ran what the sandbox planted")
+			}
+		})
+	}
 }

@@ -490,6 +490,7 @@ func (p *Pool) fill(s Spec) (err error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	r.mounts = mounts
 	w := &waiting{key: key, r: r, script: pw, stdin: stdin, mounts: mounts}
 	p.mu.Lock()
 	if p.closed {

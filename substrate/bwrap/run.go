@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/substrate"
@@ -109,8 +111,9 @@ type running struct {
 	grp      *limits.Group
 	t        *proc.Tree
 	bin      string
-	verified bool // bwrap reported an init, which was checked and released
-	initPID  int  // the sandbox's init, as this process sees it
+	verified bool   // bwrap reported an init, which was checked and released
+	initPID  int    // the sandbox's init, as this process sees it
+	mounts   string // a pooled sandbox's mount table when it was ready
 	prepared func() error
 	addErr   func() error
 }
@@ -302,13 +305,22 @@ func boundInit(pid int, lim limits.Plan) error {
 // happened.
 func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	defer r.end()
+	watch := r.watchMounts()
 	o := r.t.Wait(ctx)
+	changed := watch.done()
 	// Every process of the run is gone: what it left in the index is
 	// final.
 	if p := r.sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
 	o.Notes = append(o.Notes, r.grp.Notes()...)
+	if len(changed) > 0 {
+		// The command ran, and cordon ended it: that is the outcome,
+		// whatever bwrap got to report.
+		o.Notes = append(o.Notes, mountNote(changed))
+		o.ExitCode, o.Signal = 128+int(unix.SIGKILL), "SIGKILL"
+		return o, nil
+	}
 	ran := r.sb.ran()
 	switch {
 	case ran:

@@ -1,0 +1,242 @@
+package bwrap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// watchEvery is how often a run's mount table is read again.
+const watchEvery = 5 * time.Millisecond
+
+// mountWatch watches a sandbox's mount table for the length of its run.
+//
+// The table is fixed once bwrap has set the sandbox up: the command may
+// mount nothing (no capability; the seccomp filter refuses mount). It can
+// change from outside only, and each way is a hole: the host removes or
+// renames another file over a protected path (git writes .git/config by
+// renaming config.lock over it; an editor saves the same way), and the
+// kernel detaches the read-only mount on it in every other mount
+// namespace — the path is then as writable as the workspace around it;
+// or a mount the host makes propagates in with the host's flags (a
+// systemd host's / is shared). So a change stops the run: the tree is
+// killed, and the outcome names the mounts that went or came.
+type mountWatch struct {
+	stop  *os.File // written to end the watch
+	wake  *os.File
+	ended chan struct{}
+
+	mu      sync.Mutex
+	changed []string // "went /path" and "came /path"
+}
+
+// watchMounts starts the watch of a released sandbox's mount table; the
+// run's tree is killed if it changes. End it with done.
+func (r *running) watchMounts() *mountWatch {
+	w := &mountWatch{ended: make(chan struct{})}
+	var err error
+	if !r.verified || r.initPID <= 0 {
+		close(w.ended)
+		return w
+	}
+	if w.wake, w.stop, err = os.Pipe(); err != nil {
+		close(w.ended)
+		return w
+	}
+	go w.watch(r)
+	return w
+}
+
+// done ends the watch and returns what changed (nil if nothing did).
+func (w *mountWatch) done() []string {
+	if w.stop != nil {
+		w.stop.Write([]byte{0})
+	}
+	<-w.ended
+	if w.stop != nil {
+		w.stop.Close()
+		w.wake.Close()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+func (w *mountWatch) watch(r *running) {
+	defer close(w.ended)
+	// The table is final once the init has started the command.
+	for i := 0; ; i++ {
+		if _, err := r.waitingShell(); err == nil {
+			break
+		}
+		if i == 5000 || w.stopped(time.Millisecond) {
+			r.s.Logger.Debug("mount watch: no command came")
+			return // no command came (bwrap failed, or it ended at once)
+		}
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", r.initPID))
+	if err != nil {
+		r.s.Logger.Debug("mount watch: cannot open the table", "err", err)
+		return // the init is gone: so is the run
+	}
+	defer f.Close()
+	base, err := readTable(f)
+	if err != nil {
+		r.s.Logger.Debug("mount watch: cannot read the table", "err", err)
+		return
+	}
+	// Every mount the options made must be there — a change before this
+	// watch began is no baseline — and a pooled sandbox's table is the
+	// one it was made with.
+	want := r.sb.mountPoints()
+	if went := missing(want, base); len(went) > 0 {
+		w.changedTo(r, went)
+		return
+	}
+	if r.mounts != "" && base != r.mounts {
+		w.changedTo(r, tableChanges(r.mounts, base))
+		return
+	}
+	fd := int32(f.Fd())
+	for {
+		// A mount the host made wakes the poll at once; a mount detached
+		// by the host's unlink or rename does not (no event of the
+		// namespace): the table is read again every watchEvery.
+		fds := []unix.PollFd{{Fd: fd, Events: unix.POLLPRI}, {Fd: int32(w.wake.Fd()), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(watchEvery.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		cur, err := readTable(f)
+		if err != nil {
+			return // the init is gone
+		}
+		if changed := append(missing(want, cur), tableChanges(base, cur)...); len(changed) > 0 {
+			w.changedTo(r, changed)
+			return
+		}
+	}
+}
+
+// changedTo stops the run: its mounts changed.
+func (w *mountWatch) changedTo(r *running, changed []string) {
+	r.t.Kill()
+	w.mu.Lock()
+	w.changed = changed
+	w.mu.Unlock()
+}
+
+// mountPoints returns the mount points bwrap's options make: binds and
+// tmpfs.
+func (s *Sandbox) mountPoints() []string {
+	var out []string
+	for i, a := range s.args {
+		switch a {
+		case "--bind", "--ro-bind":
+			if i+2 < len(s.args) {
+				out = append(out, s.args[i+2])
+			}
+		case "--tmpfs":
+			if i+1 < len(s.args) {
+				out = append(out, s.args[i+1])
+			}
+		}
+	}
+	return out
+}
+
+// missing lists, as "went PATH", the mount points of want that the mount
+// table lacks.
+func missing(want []string, table string) []string {
+	have := map[string]bool{}
+	for _, l := range strings.Split(table, "\n") {
+		if f := strings.Fields(l); len(f) >= 5 {
+			have[unescapeMount(f[4])] = true
+		}
+	}
+	var out []string
+	for _, p := range want {
+		if !have[p] {
+			out = append(out, "went "+p)
+		}
+	}
+	return out
+}
+
+// unescapeMount undoes the octal escapes of a mountinfo path (\040 for a
+// space, \011, \012, \134).
+func unescapeMount(p string) string {
+	if !strings.Contains(p, "\\") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+3 < len(p) && isOctal(p[i+1]) && isOctal(p[i+2]) && isOctal(p[i+3]) {
+			b.WriteByte((p[i+1]-'0')<<6 | (p[i+2]-'0')<<3 | (p[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// stopped waits up to d for the watch to be ended.
+func (w *mountWatch) stopped(d time.Duration) bool {
+	fds := []unix.PollFd{{Fd: int32(w.wake.Fd()), Events: unix.POLLIN}}
+	n, _ := unix.Poll(fds, int(d.Milliseconds()))
+	return n > 0
+}
+
+// readTable reads a mount table from its start.
+func readTable(f *os.File) (string, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 4<<20))
+	return string(data), err
+}
+
+// tableChanges lists the mounts of a that b lacks ("went PATH") and those
+// of b that a lacks ("came PATH"), by mount point.
+func tableChanges(a, b string) []string {
+	point := func(line string) string {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			return line
+		}
+		return f[4]
+	}
+	as, bs := strings.Split(strings.TrimSpace(a), "\n"), strings.Split(strings.TrimSpace(b), "\n")
+	var out []string
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			out = append(out, "went "+point(l))
+		}
+	}
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			out = append(out, "came "+point(l))
+		}
+	}
+	return out
+}
+
+// mountNote is the note of a run its mount watch stopped.
+func mountNote(changed []string) string {
+	return fmt.Sprintf("cordon stopped the run: the sandbox's mounts changed from outside (%s). A mount that went is a "+
+		"protected path the host removed or renamed another file over — git's own `git config` does — which was writable "+
+		"in the sandbox from then on (for up to a few milliseconds before cordon saw it); a mount that came is the host's, "+
+		"with the host's flags. Check those paths (.git/config, git diff) before the host's tools read them.", strings.Join(changed, ", "))
+}
