@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -87,7 +88,8 @@ func (w *mountWatch) watch(r *running) {
 		return // the init is gone: so is the run
 	}
 	defer f.Close()
-	base, err := readTable(f)
+	var buf []byte
+	base, err := readTable(f, nil)
 	if err != nil {
 		r.s.Logger.Debug("mount watch: cannot read the table", "err", err)
 		return
@@ -96,12 +98,12 @@ func (w *mountWatch) watch(r *running) {
 	// watch began is no baseline — and a pooled sandbox's table is the
 	// one it was made with.
 	want := r.sb.mountPoints()
-	if went := missing(want, base); len(went) > 0 {
+	if went := missing(want, string(base)); len(went) > 0 {
 		w.changedTo(r, went)
 		return
 	}
-	if r.mounts != "" && base != r.mounts {
-		w.changedTo(r, tableChanges(r.mounts, base))
+	if r.mounts != "" && string(base) != r.mounts {
+		w.changedTo(r, tableChanges(r.mounts, string(base)))
 		return
 	}
 	fd := int32(f.Fd())
@@ -116,11 +118,16 @@ func (w *mountWatch) watch(r *running) {
 		if fds[1].Revents != 0 {
 			return
 		}
-		cur, err := readTable(f)
-		if err != nil {
+		// Read into one buffer, compared as bytes: a long run reads the
+		// table hundreds of times a second and allocates nothing for it.
+		if buf, err = readTable(f, buf); err != nil {
 			return // the init is gone
 		}
-		if changed := append(missing(want, cur), tableChanges(base, cur)...); len(changed) > 0 {
+		if bytes.Equal(buf, base) {
+			continue
+		}
+		cur := string(buf)
+		if changed := append(missing(want, cur), tableChanges(string(base), cur)...); len(changed) > 0 {
 			w.changedTo(r, changed)
 			return
 		}
@@ -199,13 +206,29 @@ func (w *mountWatch) stopped(d time.Duration) bool {
 	return n > 0
 }
 
-// readTable reads a mount table from its start.
-func readTable(f *os.File) (string, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
+// readTable reads a mount table from its start into buf, grown as
+// needed (at most 4 MiB), and returns it.
+func readTable(f *os.File, buf []byte) ([]byte, error) {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 16<<10)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 4<<20))
-	return string(data), err
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= 4<<20 {
+				return buf, errors.New("the mount table is over 4 MiB")
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.ReadAt(buf[len(buf):cap(buf)], int64(len(buf)))
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // tableChanges lists the mounts of a that b lacks ("went PATH") and those
