@@ -551,3 +551,52 @@ func TestHostRenamingOverAProtectedPathStopsTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestAWriteAtTheDetachIsReported: a command that retries a write of
+// .git/config until the host's git detaches its mount, then exits at
+// once, is reported every time — the table is read once more when the
+// run has ended — new and pooled.
+func TestAWriteAtTheDetachIsReported(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "git")
+	for _, pool := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pooled=%v", pool), func(t *testing.T) {
+			for i := range 20 { // a fifth or so of them end between two reads
+				b := base(t)
+				ws := workspace(t, b)
+				if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+					t.Fatalf("git init: %v %s", err, out)
+				}
+				started := filepath.Join(ws, "started")
+				script := fmt.Sprintf("touch %s; i=0; while ! printf '[core]\\n\\tx = evil\\n' >> .git/config 2>/dev/null && [ $i -lt 100000 ]; do i=$((i+1)); done; exit 0", started)
+				rt := pooledRuntime(t, 1, 0)
+				p := prepared(t, newPolicy(ws), script)
+				if pool {
+					if err := rt.Warm(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var res runtime.Result
+				var err error
+				done := make(chan struct{})
+				go func() { defer close(done); res, err = rt.Run(context.Background(), p) }()
+				for j := 0; j < 500; j++ {
+					if _, err := os.Stat(started); err == nil {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
+					t.Fatalf("git config: %v %s", err, out)
+				}
+				<-done
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(strings.Join(res.Notes, "\n"), "mounts changed") || res.ExitCode == 0 {
+					t.Errorf("run %d: a write at the detach went unreported: %+v %q", i, res.Outcome, res.Notes)
+				}
+			}
+		})
+	}
+}

@@ -72,66 +72,81 @@ func (w *mountWatch) done() []string {
 
 func (w *mountWatch) watch(r *running) {
 	defer close(w.ended)
-	// The table is final once the init has started the command.
-	for i := 0; ; i++ {
-		if _, err := r.waitingShell(); err == nil {
-			break
+	// The table is final once the init has started the command. (A run
+	// over before the first look, a millisecond, goes unwatched.)
+	for i := 0; !r.initHasChild(); i++ {
+		if w.stopped(time.Millisecond) {
+			return
 		}
-		if i == 5000 || w.stopped(time.Millisecond) {
-			r.s.Logger.Debug("mount watch: no command came")
-			return // no command came (bwrap failed, or it ended at once)
+		if i == 5000 {
+			w.changedTo(r, []string{"no command seen in 5s: the table cannot be watched"})
+			return
 		}
 	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", r.initPID))
 	if err != nil {
-		r.s.Logger.Debug("mount watch: cannot open the table", "err", err)
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) {
+			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
+		}
 		return // the init is gone: so is the run
 	}
-	defer f.Close()
-	var buf []byte
+	defer f.Close() // the descriptor holds the namespace: it can be read to the end
 	base, err := readTable(f, nil)
 	if err != nil {
-		r.s.Logger.Debug("mount watch: cannot read the table", "err", err)
+		w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 		return
 	}
 	// Every mount the options made must be there — a change before this
 	// watch began is no baseline — and a pooled sandbox's table is the
 	// one it was made with.
-	want := r.sb.mountPoints()
+	want, tmpfs := r.sb.mountPoints(), r.sb.tmpfsPoints()
 	if went := missing(want, string(base)); len(went) > 0 {
 		w.changedTo(r, went)
 		return
 	}
 	if r.mounts != "" && string(base) != r.mounts {
-		w.changedTo(r, tableChanges(r.mounts, string(base)))
-		return
-	}
-	fd := int32(f.Fd())
-	for {
-		// A mount the host made wakes the poll at once; a mount detached
-		// by the host's unlink or rename does not (no event of the
-		// namespace): the table is read again every watchEvery.
-		fds := []unix.PollFd{{Fd: fd, Events: unix.POLLPRI}, {Fd: int32(w.wake.Fd()), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(watchEvery.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		// Read into one buffer, compared as bytes: a long run reads the
-		// table hundreds of times a second and allocates nothing for it.
-		if buf, err = readTable(f, buf); err != nil {
-			return // the init is gone
-		}
-		if bytes.Equal(buf, base) {
-			continue
-		}
-		cur := string(buf)
-		if changed := append(missing(want, cur), tableChanges(string(base), cur)...); len(changed) > 0 {
+		if changed := tableChanges(r.mounts, string(base), tmpfs); len(changed) > 0 {
 			w.changedTo(r, changed)
 			return
 		}
 	}
+	var buf []byte
+	fd := int32(f.Fd())
+	for {
+		// A mount the host made wakes the poll at once; a mount detached
+		// by the host's unlink or rename does not (no event of the
+		// namespace): the table is read again every watchEvery, and once
+		// more when the run has ended — a command that wrote an exposed
+		// path and exited at once is reported too.
+		fds := []unix.PollFd{{Fd: fd, Events: unix.POLLPRI}, {Fd: int32(w.wake.Fd()), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(watchEvery.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
+			w.changedTo(r, []string{"the table cannot be watched: " + err.Error()})
+			return
+		}
+		last := fds[1].Revents != 0
+		// Read into one buffer, compared as bytes: a long run reads the
+		// table hundreds of times a second and allocates nothing for it.
+		if buf, err = readTable(f, buf); err != nil {
+			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
+			return
+		}
+		if !bytes.Equal(buf, base) {
+			cur := string(buf)
+			if changed := append(missing(want, cur), tableChanges(string(base), cur, tmpfs)...); len(changed) > 0 {
+				w.changedTo(r, changed)
+				return
+			}
+		}
+		if last {
+			return
+		}
+	}
+}
+
+// initHasChild reports whether the sandbox's init has started a process.
+func (r *running) initHasChild() bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", r.initPID, r.initPID))
+	return err == nil && len(strings.Fields(string(data))) > 0
 }
 
 // changedTo stops the run: its mounts changed.
@@ -144,18 +159,27 @@ func (w *mountWatch) changedTo(r *running, changed []string) {
 
 // mountPoints returns the mount points bwrap's options make: binds and
 // tmpfs.
-func (s *Sandbox) mountPoints() []string {
+func (s *Sandbox) mountPoints() []string { return s.mountPointsOf(false) }
+
+// tmpfsPoints returns the mount points of the tmpfs bwrap's options make.
+func (s *Sandbox) tmpfsPoints() []string { return s.mountPointsOf(true) }
+
+func (s *Sandbox) mountPointsOf(tmpfsOnly bool) []string {
 	var out []string
-	for i, a := range s.args {
-		switch a {
+	for i := 0; i < len(s.args); i++ {
+		switch s.args[i] {
 		case "--bind", "--ro-bind":
-			if i+2 < len(s.args) {
+			if i+2 < len(s.args) && !tmpfsOnly {
 				out = append(out, s.args[i+2])
 			}
+			i += 2
 		case "--tmpfs":
 			if i+1 < len(s.args) {
 				out = append(out, s.args[i+1])
 			}
+			i++
+		case "--size", "--perms", "--dir", "--proc", "--dev", "--remount-ro", "--chdir":
+			i++ // the option's value
 		}
 	}
 	return out
@@ -232,28 +256,61 @@ func readTable(f *os.File, buf []byte) ([]byte, error) {
 }
 
 // tableChanges lists the mounts of a that b lacks ("went PATH") and those
-// of b that a lacks ("came PATH"), by mount point.
-func tableChanges(a, b string) []string {
-	point := func(line string) string {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			return line
+// of b that a lacks ("came PATH"), by mount point. A mount that came is
+// no hole when it is read-only, or lies in one of the sandbox's own tmpfs
+// (mounts of the host under a hidden /run or /tmp propagate to the host
+// tree beneath them, which the sandbox cannot see).
+func tableChanges(a, b string, tmpfs []string) []string {
+	lines := func(t string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(t), "\n") {
+			m[l] = true
 		}
-		return f[4]
+		return m
 	}
-	as, bs := strings.Split(strings.TrimSpace(a), "\n"), strings.Split(strings.TrimSpace(b), "\n")
+	as, bs := lines(a), lines(b)
 	var out []string
-	for _, l := range as {
-		if !slices.Contains(bs, l) {
-			out = append(out, "went "+point(l))
+	for l := range as {
+		if !bs[l] {
+			out = append(out, "went "+mountPoint(l))
 		}
 	}
-	for _, l := range bs {
-		if !slices.Contains(as, l) {
-			out = append(out, "came "+point(l))
+	for l := range bs {
+		if as[l] {
+			continue
 		}
+		f := strings.Fields(l)
+		if len(f) >= 6 && slices.Contains(strings.Split(f[5], ","), "ro") {
+			continue
+		}
+		p := mountPoint(l)
+		if coveredBy(p, tmpfs) {
+			continue
+		}
+		out = append(out, "came "+p)
 	}
+	slices.Sort(out)
 	return out
+}
+
+// mountPoint is the mount point of a mountinfo line, unescaped.
+func mountPoint(line string) string {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return line
+	}
+	return unescapeMount(f[4])
+}
+
+// coveredBy reports whether p lies strictly below one of the sandbox's
+// tmpfs mount points.
+func coveredBy(p string, points []string) bool {
+	for _, t := range points {
+		if t != "/" && p != t && within(p, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // mountNote is the note of a run its mount watch stopped.

@@ -8,3 +8,5 @@ import "errors"
 func setNproc(pid int, n uint64) error {
 	return errors.New("bwrap: RLIMIT_NPROC of another process is Linux's")
 }
+
+func nprocPerNamespace() bool { return false }

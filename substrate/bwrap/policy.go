@@ -244,9 +244,12 @@ func (p Policy) Mechanisms() []substrate.Mechanism {
 // beside it: the sandbox's init gets the tool's bound, counted inside its
 // user namespace alone.
 func initBound(ms []substrate.Mechanism, pids int) []substrate.Mechanism {
+	if !nprocPerNamespace() {
+		return ms
+	}
 	for i, m := range ms {
 		if m.Name == "pids" && strings.Contains(m.Detail, "RLIMIT_NPROC") {
-			ms[i].Detail += fmt.Sprintf("; and RLIMIT_NPROC=%d on the sandbox's init, which the tool inherits: inside the user namespace bwrap makes, only the init and the tool's tasks count against it", pids+1)
+			ms[i].Detail += fmt.Sprintf("; and RLIMIT_NPROC=%d on the sandbox's init, which the tool inherits: inside the user namespace bwrap makes, only the init and the tool's tasks count against it (the tool gets at most %d: the user's other tasks started meanwhile still count against bwrap's)", pids+1, pids)
 		}
 	}
 	return ms

@@ -286,11 +286,15 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 // unprivileged user), sets the RLIMIT_NPROC of the sandbox's init — which
 // the command inherits — to the tool's processes plus the init. Inside
 // the user namespace bwrap made, the kernel counts only that namespace's
-// processes against it, so the bound is the tool's exactly: bwrap's own
-// (the user's processes when the run began, plus the run's, which its
-// clone needed) widens as other processes of the user end.
+// processes against it, so processes of the user that end during the run
+// no longer widen the tool's bound. It is still at most N: bwrap's own
+// bound (the user's processes when the run began, plus the run's, which
+// its clone needed) holds too, and narrows as the user starts others.
+//
+// On a kernel before 5.14, which counts every task of the user against
+// it, the init keeps bwrap's bound.
 func boundInit(pid int, lim limits.Plan) error {
-	if lim.Pids != limits.Rlimit || lim.Spec.Pids <= 0 {
+	if lim.Pids != limits.Rlimit || lim.Spec.Pids <= 0 || !nprocPerNamespace() {
 		return nil
 	}
 	n := uint64(lim.Spec.Pids + 1)
