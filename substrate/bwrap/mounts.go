@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -30,8 +29,7 @@ const watchEvery = 5 * time.Millisecond
 // systemd host's / is shared). So a change stops the run: the tree is
 // killed, and the outcome names the mounts that went or came.
 type mountWatch struct {
-	stop  *os.File // written to end the watch
-	wake  *os.File
+	stop  chan struct{} // closed to end the watch
 	ended chan struct{}
 
 	mu      sync.Mutex
@@ -41,13 +39,8 @@ type mountWatch struct {
 // watchMounts starts the watch of a released sandbox's mount table; the
 // run's tree is killed if it changes. End it with done.
 func (r *running) watchMounts() *mountWatch {
-	w := &mountWatch{ended: make(chan struct{})}
-	var err error
+	w := &mountWatch{stop: make(chan struct{}), ended: make(chan struct{})}
 	if !r.verified || r.initPID <= 0 {
-		close(w.ended)
-		return w
-	}
-	if w.wake, w.stop, err = os.Pipe(); err != nil {
 		close(w.ended)
 		return w
 	}
@@ -57,14 +50,8 @@ func (r *running) watchMounts() *mountWatch {
 
 // done ends the watch and returns what changed (nil if nothing did).
 func (w *mountWatch) done() []string {
-	if w.stop != nil {
-		w.stop.Write([]byte{0})
-	}
+	close(w.stop)
 	<-w.ended
-	if w.stop != nil {
-		w.stop.Close()
-		w.wake.Close()
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.changed
@@ -91,39 +78,36 @@ func (w *mountWatch) watch(r *running) {
 		return // the init is gone: so is the run
 	}
 	defer f.Close() // the descriptor holds the namespace: it can be read to the end
-	base, err := readTable(f, nil)
-	if err != nil {
-		w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
-		return
-	}
 	// Every mount the options made must be there — a change before this
-	// watch began is no baseline — and a pooled sandbox's table is the
-	// one it was made with.
+	// watch began is no baseline. A pooled sandbox's table was checked
+	// when it was made, and found unchanged at its call a moment ago.
 	want, tmpfs := r.sb.mountPoints(), r.sb.tmpfsPoints()
-	if went := missing(want, string(base)); len(went) > 0 {
-		w.changedTo(r, went)
-		return
-	}
-	if r.mounts != "" && string(base) != r.mounts {
-		if changed := tableChanges(r.mounts, string(base), tmpfs); len(changed) > 0 {
-			w.changedTo(r, changed)
+	base := []byte(r.mounts)
+	if r.mounts == "" {
+		if base, err = readTable(f, nil); err != nil {
+			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
+			return
+		}
+		if went := missing(want, string(base)); len(went) > 0 {
+			w.changedTo(r, went)
 			return
 		}
 	}
+	// A timer, not poll(2) on the table: a detach raises no event of the
+	// namespace anyway, and a sleeping goroutine costs the run no thread.
+	// The table is read every watchEvery, and once more when the run has
+	// ended — a command that wrote an exposed path and exited at once is
+	// reported too.
 	var buf []byte
-	fd := int32(f.Fd())
+	tick := time.NewTicker(watchEvery)
+	defer tick.Stop()
 	for {
-		// A mount the host made wakes the poll at once; a mount detached
-		// by the host's unlink or rename does not (no event of the
-		// namespace): the table is read again every watchEvery, and once
-		// more when the run has ended — a command that wrote an exposed
-		// path and exited at once is reported too.
-		fds := []unix.PollFd{{Fd: fd, Events: unix.POLLPRI}, {Fd: int32(w.wake.Fd()), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(watchEvery.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
-			w.changedTo(r, []string{"the table cannot be watched: " + err.Error()})
-			return
+		last := false
+		select {
+		case <-tick.C:
+		case <-w.stop:
+			last = true
 		}
-		last := fds[1].Revents != 0
 		// Read into one buffer, compared as bytes: a long run reads the
 		// table hundreds of times a second and allocates nothing for it.
 		if buf, err = readTable(f, buf); err != nil {
@@ -225,18 +209,26 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // stopped waits up to d for the watch to be ended.
 func (w *mountWatch) stopped(d time.Duration) bool {
-	fds := []unix.PollFd{{Fd: int32(w.wake.Fd()), Events: unix.POLLIN}}
-	n, _ := unix.Poll(fds, int(d.Milliseconds()))
-	return n > 0
+	select {
+	case <-w.stop:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // readTable reads a mount table from its start into buf, grown as
-// needed (at most 4 MiB), and returns it.
+// needed (at most 4 MiB): a seek to the start, then reads in order, one
+// walk of the table (a read at an offset would walk it again).
 func readTable(f *os.File, buf []byte) ([]byte, error) {
-	if cap(buf) == 0 {
-		buf = make([]byte, 0, 16<<10)
+	if cap(buf) < 32<<10 {
+		buf = make([]byte, 0, 32<<10)
 	}
 	buf = buf[:0]
+	fd := int(f.Fd())
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return buf, err
+	}
 	for {
 		if len(buf) == cap(buf) {
 			if cap(buf) >= 4<<20 {
@@ -244,14 +236,14 @@ func readTable(f *os.File, buf []byte) ([]byte, error) {
 			}
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := f.ReadAt(buf[len(buf):cap(buf)], int64(len(buf)))
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
 		if err != nil {
 			return buf, err
 		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
 	}
 }
 

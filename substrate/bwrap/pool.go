@@ -490,6 +490,16 @@ func (p *Pool) fill(s Spec) (err error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	if went := missing(sb.mountPoints(), mounts); len(went) > 0 {
+		pw.Close()
+		if stdin != nil {
+			stdin.Close()
+		}
+		r.t.Kill()
+		r.t.Wait(context.Background())
+		r.end()
+		return &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: "the pooled sandbox lacks mounts of its options: " + strings.Join(went, ", ")}
+	}
 	r.mounts = mounts
 	w := &waiting{key: key, r: r, script: pw, stdin: stdin, mounts: mounts}
 	p.mu.Lock()
