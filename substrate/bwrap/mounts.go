@@ -72,7 +72,9 @@ func (w *mountWatch) watch(r *running) {
 	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", r.initPID))
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) {
+		// ENOENT, ESRCH, or EINVAL (the init is exiting: its namespaces
+		// are gone already) — the run is over; anything else stops it.
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.EINVAL) {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 		}
 		return // the init is gone: so is the run
