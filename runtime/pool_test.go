@@ -518,23 +518,7 @@ func TestHostRenamingOverAProtectedPathStopsTheRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var res runtime.Result
-			var err error
-			done := make(chan struct{})
-			go func() { defer close(done); res, err = rt.Run(context.Background(), p) }()
-			for i := 0; i < 500; i++ {
-				if _, err := os.Stat(started); err == nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
-				t.Fatalf("git config: %v %s", err, out)
-			}
-			<-done
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := whileHostGitConfigs(t, rt, p, ws, started)
 			if res.Pooled != pool {
 				t.Errorf("pooled %v, want %v", res.Pooled, pool)
 			}
@@ -576,27 +560,36 @@ func TestAWriteAtTheDetachIsReported(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				var res runtime.Result
-				var err error
-				done := make(chan struct{})
-				go func() { defer close(done); res, err = rt.Run(context.Background(), p) }()
-				for j := 0; j < 500; j++ {
-					if _, err := os.Stat(started); err == nil {
-						break
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-				if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
-					t.Fatalf("git config: %v %s", err, out)
-				}
-				<-done
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := whileHostGitConfigs(t, rt, p, ws, started)
 				if !strings.Contains(strings.Join(res.Notes, "\n"), "mounts changed") || res.ExitCode == 0 {
 					t.Errorf("run %d: a write at the detach went unreported: %+v %q", i, res.Outcome, res.Notes)
 				}
 			}
 		})
 	}
+}
+
+// whileHostGitConfigs runs p (a script that touches started first) in
+// rt and, once it has started, has the host's git write .git/config of
+// ws by renaming a new file over it; it returns the run's result.
+func whileHostGitConfigs(t *testing.T, rt *runtime.Runtime, p *admission.Prepared, ws, started string) runtime.Result {
+	t.Helper()
+	var res runtime.Result
+	var err error
+	done := make(chan struct{})
+	go func() { defer close(done); res, err = rt.Run(context.Background(), p) }()
+	for j := 0; j < 500; j++ {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
+		t.Fatalf("git config: %v %s", err, out)
+	}
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -472,25 +472,8 @@ func (p *Pool) fill(s Spec) (err error) {
 		return err
 	}
 	// Ready once the init has started the waiting shell; its mount table
-	// is the sandbox's from then on.
-	var mounts string
-	for i := 0; ; i++ {
-		if mounts, err = r.mountTable(); err == nil {
-			break
-		}
-		if i == 2000 {
-			pw.Close()
-			if stdin != nil {
-				stdin.Close()
-			}
-			r.t.Kill()
-			r.t.Wait(context.Background())
-			r.end()
-			return &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: "the pooled sandbox's command did not start within 2s"}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if went := missing(sb.mountPoints(), mounts); len(went) > 0 {
+	// is the sandbox's from then on, and has every mount of the options.
+	abandon := func(why string) error {
 		pw.Close()
 		if stdin != nil {
 			stdin.Close()
@@ -498,7 +481,20 @@ func (p *Pool) fill(s Spec) (err error) {
 		r.t.Kill()
 		r.t.Wait(context.Background())
 		r.end()
-		return &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: "the pooled sandbox lacks mounts of its options: " + strings.Join(went, ", ")}
+		return &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: why}
+	}
+	var mounts string
+	for i := 0; ; i++ {
+		if mounts, err = r.mountTable(); err == nil {
+			break
+		}
+		if i == 2000 {
+			return abandon("the pooled sandbox's command did not start within 2s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if went := missing(sb.mountPoints(), mounts); len(went) > 0 {
+		return abandon("the pooled sandbox lacks mounts of its options: " + strings.Join(went, ", "))
 	}
 	r.mounts = mounts
 	w := &waiting{key: key, r: r, script: pw, stdin: stdin, mounts: mounts}
