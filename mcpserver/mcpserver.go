@@ -492,8 +492,8 @@ func (s *Server) prepareBash(ctx context.Context, command string, timeout time.D
 // sandbox the call would get new).
 func (s *Server) warm(ctx context.Context) {
 	p, err := s.prepareBash(ctx, "true", s.cfg.Timeout, s.cfg.MaxOutput)
-	if err == nil && p.Grant.Substrate == "bwrap" {
-		s.cfg.Runtime.Warm(p)
+	if err == nil {
+		s.cfg.Runtime.Warm(p) // refuses what it does not pool (another substrate): calls then run new
 	}
 }
 

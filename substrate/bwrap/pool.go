@@ -75,7 +75,6 @@ type waiting struct {
 	r      *running
 	script *os.File // the writing end of the command's script pipe
 	stdin  *os.File // the writing end of the command's standard input, nil for /dev/null
-	mounts string   // the sandbox's mount table when it was ready
 	expire *time.Timer
 }
 
@@ -106,13 +105,6 @@ func (p *Pool) Stats() PoolStats {
 	return st
 }
 
-// Ready returns the number of sandboxes ready for a call.
-func (p *Pool) Ready() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.ready)
-}
-
 // Close discards every pooled sandbox (its processes killed, its session
 // ended) and waits for the sandboxes being made.
 func (p *Pool) Close() {
@@ -130,10 +122,11 @@ func (p *Pool) Close() {
 
 // Warm makes sandboxes for the spec's command ahead, until the pool holds
 // its size or a sandbox cannot be made, and returns once they are ready.
-// The spec's command must be poolable (`/bin/sh -c SCRIPT`, no stdin).
+// The spec's command must be poolable: `/bin/sh -c SCRIPT`, its standard
+// input none or a reader, not a file.
 func (p *Pool) Warm(s Spec) error {
 	if _, ok := poolable(s); !ok {
-		return invalid("only a /bin/sh -c command without standard input runs in a pooled sandbox")
+		return invalid("only a /bin/sh -c command of at most 16 KiB, its standard input not a file, runs in a pooled sandbox")
 	}
 	s = s.defaults()
 	for {
@@ -335,7 +328,7 @@ func (p *Pool) call(ctx context.Context, w *waiting, s Spec, script string) (sub
 	// A mount of the sandbox the host detached (a protected path it
 	// removed or renamed over: git's lock-and-rename of .git/config), or
 	// one the host's mount propagated in, with the host's flags: stale.
-	if m, err := r.mountTable(); err != nil || m != w.mounts {
+	if m, err := r.mountTable(); err != nil || m != r.mounts {
 		p.mu.Lock()
 		p.stats.Stale++
 		p.mu.Unlock()
@@ -497,7 +490,7 @@ func (p *Pool) fill(s Spec) (err error) {
 		return abandon("the pooled sandbox lacks mounts of its options: " + strings.Join(went, ", "))
 	}
 	r.mounts = mounts
-	w := &waiting{key: key, r: r, script: pw, stdin: stdin, mounts: mounts}
+	w := &waiting{key: key, r: r, script: pw, stdin: stdin}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
