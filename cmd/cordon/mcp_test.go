@@ -354,3 +354,39 @@ func processesIn(dir string) []string {
 	}
 	return out
 }
+
+// TestMCPServerKilledLeavesNoSandbox: a server killed outright (SIGKILL,
+// no Close) leaves none of the sandboxes its pool made ahead: bwrap dies
+// with the thread that forked it.
+func TestMCPServerKilledLeavesNoSandbox(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	cmd := cordonProcess(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, "-w", ws, "mcp", "--pool", "2")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.Contains(line, `"serverInfo"`) {
+		t.Fatalf("initialize: %q", line)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	// The pool warms at the server's start: two waiting shells, whose
+	// working directory is the workspace.
+	for i := 0; len(processesIn(ws)) < 2; i++ {
+		if i > 500 {
+			t.Fatalf("the server's pool made no sandbox: %v", processesIn(ws))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; len(processesIn(ws)) > 0; i++ {
+		if i > 300 {
+			t.Fatalf("sandboxes outlived their killed server by 3s: %v", processesIn(ws))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
