@@ -114,7 +114,7 @@ func TestPooledCommandIsTheFreshOne(t *testing.T) {
 	scripts := map[string]string{
 		"argv": "od -An -tx1 -v /proc/$$/cmdline; exit 0\n" + string(junk) + " \\\n\n\n  ",
 		"self": "env | sort; for f in /proc/self/fd/*; do echo \"$f $(readlink $f | cut -d: -f1)\"; done; stat -L -c %F /dev/stdin; " +
-			"grep -E '^(Sig(Ign|Blk)|NoNewPrivs|Seccomp|Cap(Eff|Bnd|Prm|Inh)|Uid|Gid|Groups)' /proc/self/status; echo $$ $PPID; ls /proc | grep -c '^[0-9]'; ulimit -a | grep -v '^process'; umask; pwd", // (the process limit: TestProcessLimitIsTheTools)
+			"grep -E '^(Sig(Ign|Blk)|NoNewPrivs|Seccomp|Cap(Eff|Bnd|Prm|Inh)|Uid|Gid|Groups)' /proc/self/status; echo $$ $PPID; ls /proc >/tmp/procs; grep -c '^[0-9]' /tmp/procs; ulimit -a | grep -v '^process'; umask; pwd", // (the process limit: TestProcessLimitIsTheTools)
 		"clip":   "head -c 100000 /dev/zero | tr '\\0' x; exit 3",
 		"nonl":   "printf '%s' \"$0\" no-final-newline",
 		"signal": "kill -TERM $$",

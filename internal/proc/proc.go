@@ -168,12 +168,20 @@ func Start(s Spec) (*Tree, error) {
 		}
 		err := cmd.Start()
 		leave() // before anyone hears that the root started
-		started <- err
 		if err != nil {
+			started <- err
 			return
 		}
-		cmd.Wait() // the outcome is in cmd.ProcessState
-		close(t.exited)
+		// Another goroutine waits for the root; this one parks until it
+		// has exited, which hands its processor to the caller at once (a
+		// thread blocked in wait(2) would keep it until the scheduler
+		// took it back).
+		go func() {
+			cmd.Wait() // the outcome is in cmd.ProcessState
+			close(t.exited)
+		}()
+		started <- nil
+		<-t.exited
 	}()
 	err = <-started
 	outW.Close()

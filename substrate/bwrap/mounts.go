@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -59,47 +58,57 @@ func (w *mountWatch) done() []string {
 
 func (w *mountWatch) watch(r *running) {
 	defer close(w.ended)
-	// The table is final once the init has started the command. (A run
-	// over before the first look, a millisecond, goes unwatched.)
-	for i := 0; !r.initHasChild(); i++ {
-		if w.stopped(time.Millisecond) {
-			return
+	t := r.table
+	if t == nil {
+		// The table is final once the init has started the command. (A
+		// run over before the first look, a millisecond, goes unwatched.)
+		for i := 0; !r.initHasChild(); i++ {
+			if w.stopped(time.Millisecond) {
+				return
+			}
+			if i == 5000 {
+				w.changedTo(r, []string{"no command seen in 5s: the table cannot be watched"})
+				return
+			}
 		}
-		if i == 5000 {
-			w.changedTo(r, []string{"no command seen in 5s: the table cannot be watched"})
-			return
+		var err error
+		if t, err = openTable(r.initPID); err != nil {
+			// ENOENT, ESRCH, or EINVAL (the init is exiting: its
+			// namespaces are gone already) — the run is over; anything
+			// else stops it.
+			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.EINVAL) {
+				w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
+			}
+			return // the init is gone: so is the run
 		}
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", r.initPID))
-	if err != nil {
-		// ENOENT, ESRCH, or EINVAL (the init is exiting: its namespaces
-		// are gone already) — the run is over; anything else stops it.
-		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.EINVAL) {
-			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
-		}
-		return // the init is gone: so is the run
-	}
-	defer f.Close() // the descriptor holds the namespace: it can be read to the end
+	defer t.close() // the descriptors hold the namespace: it can be looked at to the end
 	// Every mount the options made must be there — a change before this
 	// watch began is no baseline. A pooled sandbox's table was checked
 	// when it was made, and found unchanged at its call a moment ago.
 	want, tmpfs := r.sb.mountPoints(), r.sb.tmpfsPoints()
-	base := []byte(r.mounts)
-	if r.mounts == "" {
-		if base, err = readTable(f, nil); err != nil {
+	base := r.base
+	if base == nil {
+		var err error
+		if base, err = t.snapshot(); err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 			return
 		}
-		if went := missing(want, string(base)); len(went) > 0 {
+		if went := missing(want, base.text); len(went) > 0 {
 			w.changedTo(r, went)
 			return
 		}
 	}
 	// A timer, not poll(2) on the table: a detach raises no event of the
 	// namespace anyway, and a sleeping goroutine costs the run no thread.
-	// The table is read every watchEvery, and once more when the run has
-	// ended — a command that wrote an exposed path and exited at once is
-	// reported too.
+	// The table is looked at every watchEvery, and once more when the
+	// run has ended — a command that wrote an exposed path and exited at
+	// once is reported too. Where it is listed, a look is a list of its
+	// mount IDs, and the text is read only when the list changed (mount
+	// IDs are never used again: a mount that went and one that came
+	// change it).
+	ids := slices.Clone(base.ids)
+	var list []uint64
 	var buf []byte
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
@@ -110,15 +119,32 @@ func (w *mountWatch) watch(r *running) {
 		case <-w.stop:
 			last = true
 		}
-		// Read into one buffer, compared as bytes: a long run reads the
-		// table hundreds of times a second and allocates nothing for it.
-		if buf, err = readTable(f, buf); err != nil {
+		var err error
+		if t.listed() {
+			if list, err = t.list(list); err != nil {
+				w.changedTo(r, []string{"the table cannot be listed: " + err.Error()})
+				return
+			}
+			if slices.Equal(list, ids) {
+				if last {
+					return
+				}
+				continue
+			}
+			// Listed before the text is read: a change after the read
+			// changes the next list.
+			ids = append(ids[:0], list...)
+		}
+		// Read into one buffer, compared as bytes: a table that is not
+		// listed is read hundreds of times a second, and allocates
+		// nothing for it.
+		if buf, err = t.text(buf); err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 			return
 		}
-		if !bytes.Equal(buf, base) {
+		if string(buf) != base.text {
 			cur := string(buf)
-			if changed := append(missing(want, cur), tableChanges(string(base), cur, tmpfs)...); len(changed) > 0 {
+			if changed := append(missing(want, cur), tableChanges(base.text, cur, tmpfs)...); len(changed) > 0 {
 				w.changedTo(r, changed)
 				return
 			}

@@ -328,7 +328,7 @@ func (p *Pool) call(ctx context.Context, w *waiting, s Spec, script string) (sub
 	// A mount of the sandbox the host detached (a protected path it
 	// removed or renamed over: git's lock-and-rename of .git/config), or
 	// one the host's mount propagated in, with the host's flags: stale.
-	if m, err := r.mountTable(); err != nil || m != r.mounts {
+	if !r.unchanged() {
 		p.mu.Lock()
 		p.stats.Stale++
 		p.mu.Unlock()
@@ -377,15 +377,15 @@ func (r *running) waitingShell() (int, error) {
 	return strconv.Atoi(kids[0])
 }
 
-// mountTable returns the mount table of a pooled sandbox, as its waiting
-// shell sees it.
-func (r *running) mountTable() (string, error) {
-	pid, err := r.waitingShell()
-	if err != nil {
-		return "", err
+// unchanged reports whether a pooled sandbox is still as it was made:
+// its init has the waiting shell alone, and its mount table is the one
+// it had then.
+func (r *running) unchanged() bool {
+	if _, err := r.waitingShell(); err != nil {
+		return false
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
-	return string(data), err
+	same, err := r.table.same(r.base)
+	return err == nil && same
 }
 
 // refill makes sandboxes for the spec, off the caller's path, up to the
@@ -476,9 +476,8 @@ func (p *Pool) fill(s Spec) (err error) {
 		r.end()
 		return &Error{Op: "start", Root: fs.Policy.Workspace(), Err: ErrSetup, detail: why}
 	}
-	var mounts string
 	for i := 0; ; i++ {
-		if mounts, err = r.mountTable(); err == nil {
+		if _, err = r.waitingShell(); err == nil {
 			break
 		}
 		if i == 2000 {
@@ -486,10 +485,15 @@ func (p *Pool) fill(s Spec) (err error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if went := missing(sb.mountPoints(), mounts); len(went) > 0 {
+	if r.table, err = openTable(r.initPID); err != nil {
+		return abandon("cannot open the pooled sandbox's mount table: " + err.Error())
+	}
+	if r.base, err = r.table.snapshot(); err != nil {
+		return abandon("cannot read the pooled sandbox's mount table: " + err.Error())
+	}
+	if went := missing(sb.mountPoints(), r.base.text); len(went) > 0 {
 		return abandon("the pooled sandbox lacks mounts of its options: " + strings.Join(went, ", "))
 	}
-	r.mounts = mounts
 	w := &waiting{key: key, r: r, script: pw, stdin: stdin}
 	p.mu.Lock()
 	if p.closed {

@@ -111,28 +111,38 @@ type running struct {
 	grp      *limits.Group
 	t        *proc.Tree
 	bin      string
-	verified bool   // bwrap reported an init, which was checked and released
-	initPID  int    // the sandbox's init, as this process sees it
-	mounts   string // a pooled sandbox's mount table when it was ready
+	verified bool      // bwrap reported an init, which was checked and released
+	initPID  int       // the sandbox's init, as this process sees it
+	table    *table    // a pooled sandbox's mount table, open since it was made
+	base     *snapshot // and what it was when the sandbox was ready
 	prepared func() error
 	addErr   func() error
 }
 
-// end releases what the run held once its tree is gone: the limits'
-// cgroups, the side channels and the workspace's placeholder session (by
-// the spec's Later, when it has one).
+// end releases what the run held once its tree is gone: the side
+// channels and the mount table at once; the limits' cgroups and the
+// workspace's placeholder session by the spec's Later, when it has one.
 func (r *running) end() {
 	r.prepared()
 	r.addErr() // before the group's Close, which must not race Add
-	if r.grp != nil {
-		r.grp.Close()
+	if r.table != nil {
+		r.table.close()
 	}
-	if sess := r.sb.takeSession(); sess != nil && r.s.Later != nil {
-		r.s.Later(func() { sess.End() })
-	} else if sess != nil {
-		sess.End()
-	}
+	sess := r.sb.takeSession()
 	r.sb.Close()
+	last := func() {
+		if r.grp != nil {
+			r.grp.Close()
+		}
+		if sess != nil {
+			sess.End()
+		}
+	}
+	if r.s.Later != nil {
+		r.s.Later(last)
+	} else {
+		last()
+	}
 }
 
 // launch starts bwrap for the spec and returns once the command is let
