@@ -53,6 +53,7 @@ type Runtime struct {
 	closed       bool
 	later        sync.WaitGroup // the last steps of runs, done after their results
 	pool         *bwrap.Pool    // nil without Config.Pool
+	groups       *bwrap.Groups  // the cgroups of bwrap runs, made ahead of them
 }
 
 // New returns a runtime.
@@ -63,7 +64,7 @@ func New(cfg Config) *Runtime {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runtime{cfg: cfg}
+	r := &Runtime{cfg: cfg, groups: bwrap.NewGroups()}
 	if cfg.Pool > 0 {
 		r.pool = bwrap.NewPool(cfg.Pool, cfg.PoolAge)
 	}
@@ -77,6 +78,7 @@ func (r *Runtime) Close() error {
 		r.pool.Close()
 	}
 	r.later.Wait()
+	r.groups.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
@@ -175,7 +177,7 @@ func (r *Runtime) bwrapSpec(p *admission.Prepared) (bwrap.Spec, error) {
 	return bwrap.Spec{
 		Policy: policy, Command: p.Command, Stdin: p.Stdin, Environ: r.cfg.Environ, Bwrap: r.cfg.Bwrap,
 		Timeout: g.Time(), Grace: r.cfg.Grace, MaxOutput: g.Output(), Logger: r.cfg.Logger,
-		Later: func(f func()) { r.later.Go(f) }, Pool: r.pool,
+		Later: func(f func()) { r.later.Go(f) }, Pool: r.pool, Groups: r.groups,
 	}, nil
 }
 

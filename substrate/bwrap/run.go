@@ -48,6 +48,9 @@ type Spec struct {
 	// in a sandbox made ahead of the call, when it has one of exactly
 	// this spec's sandbox (see [Pool]).
 	Pool *Pool
+	// Groups, when set, makes the run's cgroups ahead of it (see
+	// [Groups]).
+	Groups *Groups
 	// Later, when set, is handed the last step of the run — giving up the
 	// workspace's run lock, and removing the placeholders when no other
 	// run holds it — instead of Run doing it before it returns: a
@@ -137,6 +140,7 @@ func (r *running) end() {
 		if sess != nil {
 			sess.End()
 		}
+		r.s.Groups.refill(r.s.Policy.limits)
 	}
 	if r.s.Later != nil {
 		r.s.Later(last)
@@ -168,7 +172,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	made := make(chan *limits.Group, 1)
 	var madeErr error
 	go func() {
-		g, err := s.Policy.limits.Start(sandboxProcesses)
+		g, err := s.Groups.start(s.Policy.limits)
 		madeErr = err
 		made <- g
 	}()
@@ -443,4 +447,36 @@ func (s *Sandbox) failure(ctx context.Context, stderr string) error {
 		msg = "bwrap exited before the command started"
 	}
 	return &Error{Op: "start", Root: s.policy.workspace, Err: ErrSetup, detail: msg}
+}
+
+// Groups makes the cgroups of a resident caller's runs ahead of them: a
+// run of a plan run twice before takes cgroups made after the last one,
+// with its limits written, instead of waiting for new ones (a v1 memory
+// cgroup takes a fraction of a millisecond). Where the limits are
+// rlimits, or counted at the start of the run, there is nothing to make
+// ahead. Close removes what is left; a process killed leaves them to the
+// sweep of abandoned cgroups. A nil *Groups makes none.
+type Groups struct{ spares limits.Spares }
+
+// NewGroups returns cgroups made ahead of runs.
+func NewGroups() *Groups { return &Groups{} }
+
+// Close removes the cgroups made ahead; no more are made.
+func (g *Groups) Close() {
+	if g != nil {
+		g.spares.Close()
+	}
+}
+
+func (g *Groups) start(p limits.Plan) (*limits.Group, error) {
+	if g == nil {
+		return p.Start(sandboxProcesses)
+	}
+	return g.spares.Start(p, sandboxProcesses)
+}
+
+func (g *Groups) refill(p limits.Plan) {
+	if g != nil {
+		g.spares.Refill(p, sandboxProcesses)
+	}
 }

@@ -1,0 +1,123 @@
+package limits
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Spares makes the cgroups of a resident caller's runs ahead of them: a
+// run that takes a spare does not wait for its cgroups to be made (a v1
+// memory cgroup takes a fraction of a millisecond), and the next one is
+// made after the run, off its path. A spare is an empty cgroup with the
+// limits of its plan written, as [Plan.Start] makes it; a run takes one
+// only of exactly its plan. A plan whose Start counts something (the
+// user's processes, for an RLIMIT_NPROC) or makes no cgroup has none.
+// Close removes the spares; those of a process killed are swept like
+// any abandoned cgroup. A spare is taken within a minute of being made
+// (and replaced after that), long before a sweep would take it for
+// abandoned. A spare is made for a plan once a second run
+// has taken its cgroups: a caller that runs once (a command line) makes
+// none. The zero value is ready; a nil *Spares makes none.
+type Spares struct {
+	mu     sync.Mutex
+	ready  map[string]spare
+	runs   map[string]int
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type spare struct {
+	g    *Group
+	made time.Time
+}
+
+// spareAge is how long a spare is taken: well before another process's
+// sweep may take it for abandoned (sweepAge).
+const spareAge = time.Minute
+
+// spareKey is the plan a spare was made for, or "" for a plan that has
+// none.
+func spareKey(p Plan, extra int) string {
+	if p.Pids == Rlimit || p.Memory != Cgroup1 && p.Pids != Cgroup1 {
+		return ""
+	}
+	return fmt.Sprintf("%+v %s %s %s %v %v %d", p.Spec, p.Memory, p.Pids, p.CPU, p.DefaultMemory, p.DefaultPids, extra)
+}
+
+// Start returns the cgroups of a run of p: a spare when there is one,
+// or new ones (see [Plan.Start]).
+func (s *Spares) Start(p Plan, extra int) (*Group, error) {
+	k := spareKey(p, extra)
+	if s == nil || k == "" {
+		return p.Start(extra)
+	}
+	s.mu.Lock()
+	sp, ok := s.ready[k]
+	delete(s.ready, k)
+	if s.runs == nil {
+		s.runs = map[string]int{}
+	}
+	s.runs[k]++
+	fresh := ok && time.Since(sp.made) < spareAge
+	if ok && !fresh {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			sp.g.Close()
+		}()
+	}
+	s.mu.Unlock()
+	if fresh {
+		return sp.g, nil
+	}
+	return p.Start(extra)
+}
+
+// Refill makes a spare for the next run of p, if there is none and p
+// has run twice; call it off the run's path, once the run is over.
+func (s *Spares) Refill(p Plan, extra int) {
+	k := spareKey(p, extra)
+	if s == nil || k == "" {
+		return
+	}
+	s.mu.Lock()
+	if _, ok := s.ready[k]; s.closed || ok || s.runs[k] < 2 {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	g, err := p.Start(extra)
+	if err != nil {
+		return // the next run makes its own, and says why it could not
+	}
+	s.mu.Lock()
+	if _, ok := s.ready[k]; s.closed || ok {
+		s.mu.Unlock()
+		g.Close()
+		return
+	}
+	if s.ready == nil {
+		s.ready = map[string]spare{}
+	}
+	s.ready[k] = spare{g, time.Now()}
+	s.mu.Unlock()
+}
+
+// Close removes the spares; no more are made.
+func (s *Spares) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	ready := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	s.wg.Wait()
+	for _, sp := range ready {
+		sp.g.Close()
+	}
+}

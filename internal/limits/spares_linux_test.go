@@ -1,0 +1,100 @@
+package limits
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// TestSparesAreMadeAheadForTheirPlanAlone: a plan's cgroups are made
+// ahead only once it has run twice; the spare has its plan's limit
+// written, is taken by a run of that plan and no other, is not taken
+// once it is over a minute old, and Close removes what is left. A plan
+// of rlimits has none.
+func TestSparesAreMadeAheadForTheirPlanAlone(t *testing.T) {
+	h := Detect()
+	if h.UID != 0 {
+		t.Skip("cgroups are made only as root here; the unprivileged user's limits are rlimits")
+	}
+	_, ok := h.V1["pids"]
+	testenv.Require(t, ok, "no pids cgroup can be made here: %s", h.Why["pids"])
+	p, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := h.Plan(Spec{Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Spares
+	run := func(p Plan) *Group {
+		t.Helper()
+		g, err := s.Start(p, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	exists := func(g *Group) bool {
+		_, err := os.Stat(g.dirs["pids"])
+		return err == nil
+	}
+	g1 := run(p)
+	g1.Close()
+	s.Refill(p, 2)
+	if len(s.ready) != 0 {
+		t.Fatal("a spare was made after the plan's first run")
+	}
+	g2 := run(p)
+	g2.Close()
+	s.Refill(p, 2)
+	sp, ok := s.ready[spareKey(p, 2)]
+	if !ok {
+		t.Fatal("no spare after the plan's second run")
+	}
+	if data, err := os.ReadFile(filepath.Join(sp.g.dirs["pids"], "pids.max")); err != nil || strings.TrimSpace(string(data)) != "9" {
+		t.Errorf("the spare's pids.max: %q %v, want 9", data, err)
+	}
+	if g := run(q); g == sp.g {
+		t.Error("a run of another plan took the spare")
+	} else {
+		g.Close()
+	}
+	if g := run(p); g != sp.g {
+		t.Error("the run did not take its plan's spare")
+	}
+	sp.g.Close()
+
+	s.Refill(p, 2)
+	old := s.ready[spareKey(p, 2)]
+	old.made = time.Now().Add(-2 * spareAge)
+	s.ready[spareKey(p, 2)] = old
+	if g := run(p); g == old.g {
+		t.Error("a spare over a minute old was taken")
+	} else {
+		g.Close()
+	}
+	s.Refill(p, 2)
+	left := s.ready[spareKey(p, 2)].g
+	s.Close()
+	if exists(left) || exists(old.g) {
+		t.Error("Close left a spare's cgroup")
+	}
+	s.Refill(p, 2)
+	if len(s.ready) != 0 {
+		t.Error("a spare was made after Close")
+	}
+
+	r, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Pids = Rlimit
+	if spareKey(r, 2) != "" {
+		t.Error("a plan of rlimits has spares")
+	}
+}
