@@ -130,6 +130,7 @@ type Group struct {
 	id    string            // the name of the run's cgroups
 	dirs  map[string]string // controller → the run's cgroup
 	nproc uint64            // RLIMIT_NPROC: the user's tasks before the run, plus the run's
+	born  bool              // Enter put the forking thread in every cgroup of the run
 }
 
 // Start makes the run's cgroups (cordon-<random> below this process's),
@@ -191,12 +192,14 @@ func (p Plan) Start(extra int) (*Group, error) {
 // tool yet — in the run's cgroups and sets its rlimits, which every
 // process it starts inherits. A process already in the run's cgroups (a
 // child of one added before it forked) is not moved again: a move (v1)
-// waits for the kernel's RCU, milliseconds. Calls of Add are not
-// concurrent.
+// waits for the kernel's RCU, milliseconds; nor, after Enter, is the
+// process the entered thread forked, born in them, looked up. Calls of
+// Add are not concurrent; one after Enter is for the process forked
+// then.
 func (g *Group) Add(pid int) error {
 	var member map[string]string
 	for _, c := range []string{"memory", "pids"} {
-		if dir, ok := g.dirs[c]; ok {
+		if dir, ok := g.dirs[c]; ok && !g.born {
 			if member == nil {
 				member = cgroupsOf(pid)
 			}
@@ -262,6 +265,7 @@ func (g *Group) Enter() (leave func(), err error) {
 			entered = append(entered, c)
 		}
 	}
+	g.born = true
 	return leave, nil
 }
 

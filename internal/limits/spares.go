@@ -45,33 +45,33 @@ func spareKey(p Plan, extra int) string {
 	return fmt.Sprintf("%+v %s %s %s %v %v %d", p.Spec, p.Memory, p.Pids, p.CPU, p.DefaultMemory, p.DefaultPids, extra)
 }
 
-// Start returns the cgroups of a run of p: a spare when there is one,
-// or new ones (see [Plan.Start]).
-func (s *Spares) Start(p Plan, extra int) (*Group, error) {
+// Take returns a spare for a run of p, or nil when there is none fresh
+// (the run makes its own: [Plan.Start]); it counts the run.
+func (s *Spares) Take(p Plan, extra int) *Group {
 	k := spareKey(p, extra)
 	if s == nil || k == "" {
-		return p.Start(extra)
+		return nil
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	sp, ok := s.ready[k]
 	delete(s.ready, k)
 	if s.runs == nil {
 		s.runs = map[string]int{}
 	}
 	s.runs[k]++
-	fresh := ok && time.Since(sp.made) < spareAge
-	if ok && !fresh {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			sp.g.Close()
-		}()
+	if !ok {
+		return nil
 	}
-	s.mu.Unlock()
-	if fresh {
-		return sp.g, nil
+	if time.Since(sp.made) < spareAge {
+		return sp.g
 	}
-	return p.Start(extra)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		sp.g.Close()
+	}()
+	return nil
 }
 
 // Refill makes a spare for the next run of p, if there is none and p

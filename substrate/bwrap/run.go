@@ -168,14 +168,18 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		prep <- nil
 	}
 	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep }), addErr: func() error { return nil }}
-	// The run's cgroups are made meanwhile too; bwrap is born in them.
+	// The run's cgroups, made ahead or meanwhile: bwrap is born in them.
 	made := make(chan *limits.Group, 1)
 	var madeErr error
-	go func() {
-		g, err := s.Groups.start(s.Policy.limits)
-		madeErr = err
+	if g := s.Groups.take(s.Policy.limits); g != nil {
 		made <- g
-	}()
+	} else {
+		go func() {
+			g, err := s.Policy.limits.Start(sandboxProcesses)
+			madeErr = err
+			made <- g
+		}()
+	}
 	group := sync.OnceValue(func() *limits.Group { return <-made })
 	defer func() {
 		if err != nil {
@@ -468,11 +472,11 @@ func (g *Groups) Close() {
 	}
 }
 
-func (g *Groups) start(p limits.Plan) (*limits.Group, error) {
+func (g *Groups) take(p limits.Plan) *limits.Group {
 	if g == nil {
-		return p.Start(sandboxProcesses)
+		return nil
 	}
-	return g.spares.Start(p, sandboxProcesses)
+	return g.spares.Take(p, sandboxProcesses)
 }
 
 func (g *Groups) refill(p limits.Plan) {
