@@ -14,16 +14,24 @@ import (
 	"github.com/cordon-run/cordon/internal/testenv"
 )
 
-// TestEnterBearsTheChildInTheCgroups: a process forked by a thread that
-// entered the run's cgroups is born in them, with the limit written, and
-// the thread is back in this process's cgroups afterwards.
-func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
+// pidsHost returns this host's cgroups where this process makes pids
+// cgroups (as root), and skips the test otherwise.
+func pidsHost(t *testing.T) Host {
+	t.Helper()
 	h := Detect()
 	if h.UID != 0 {
 		t.Skip("cgroups are made only as root here; the unprivileged user's limits are rlimits")
 	}
 	_, ok := h.V1["pids"]
 	testenv.Require(t, ok, "no pids cgroup can be made here: %s", h.Why["pids"])
+	return h
+}
+
+// TestEnterBearsTheChildInTheCgroups: a process forked by a thread that
+// entered the run's cgroups is born in them, with the limit written, and
+// the thread is back in this process's cgroups afterwards.
+func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
+	h := pidsHost(t)
 	p, err := h.Plan(Spec{Pids: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -80,12 +88,8 @@ func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
 // before the sweep's time goes; one with a process in it, one made
 // after, and a directory of another name stay.
 func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
-	h := Detect()
-	if h.UID != 0 {
-		t.Skip("cgroups are made only as root here; the unprivileged user's limits are rlimits")
-	}
-	root, ok := h.V1["pids"]
-	testenv.Require(t, ok, "no pids cgroup can be made here: %s", h.Why["pids"])
+	h := pidsHost(t)
+	root := h.V1["pids"]
 	// A parent of the test's own: the sweep never sees the cgroups of the
 	// runs of other tests.
 	parent, err := os.MkdirTemp(root, "sweep-test-")

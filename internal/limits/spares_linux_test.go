@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cordon-run/cordon/internal/testenv"
 )
 
 // TestSparesAreMadeAheadForTheirPlanAlone: a plan's cgroups are made
@@ -16,12 +14,7 @@ import (
 // once it is over a minute old, and Close removes what is left. A plan
 // of rlimits has none.
 func TestSparesAreMadeAheadForTheirPlanAlone(t *testing.T) {
-	h := Detect()
-	if h.UID != 0 {
-		t.Skip("cgroups are made only as root here; the unprivileged user's limits are rlimits")
-	}
-	_, ok := h.V1["pids"]
-	testenv.Require(t, ok, "no pids cgroup can be made here: %s", h.Why["pids"])
+	h := pidsHost(t)
 	p, err := h.Plan(Spec{Pids: 7})
 	if err != nil {
 		t.Fatal(err)

@@ -16,14 +16,18 @@ func setNproc(pid int, n uint64) error {
 // user namespace (Linux 5.14, "ucounts" rlimits): a task's own limit is
 // then held against its namespace's tasks of its user, not every task of
 // the user on the host.
-var nprocPerNamespace = sync.OnceValue(func() bool {
+var nprocPerNamespace = sync.OnceValue(func() bool { return kernelAtLeast(5, 14) })
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor.
+func kernelAtLeast(major, minor int) bool {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return false
 	}
-	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
 		return false
 	}
-	return major > 5 || major == 5 && minor >= 14
-})
+	return ma > major || ma == major && mi >= minor
+}

@@ -12,22 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordon-run/cordon/internal/testenv"
 )
-
-// listsOtherNamespaces reports whether this kernel lists another mount
-// namespace's mounts by its ID (listmount(2) with mnt_ns_id: Linux 6.11).
-func listsOtherNamespaces() bool {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return false
-	}
-	var major, minor int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
-	return major > 6 || major == 6 && minor >= 11
-}
 
 // TestTableSeesAMountComeAndGo: a mount table of another namespace, held
 // open, is listed by mount ID where the kernel can (it must, on Linux
@@ -79,7 +65,7 @@ func TestTableSeesAMountComeAndGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tab.close()
-			if listsOtherNamespaces() {
+			if kernelAtLeast(6, 11) { // listmount(2) of another namespace by its ID
 				testenv.Require(t, tab.listed(), "this kernel lists another namespace's mounts, and this table is not listed")
 			}
 			if !tab.listed() && listed {
