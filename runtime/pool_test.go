@@ -489,50 +489,81 @@ func TestProcessLimitIsTheTools(t *testing.T) {
 }
 
 // TestHostRenamingOverAProtectedPathStopsTheRun: while a command runs,
-// the host's own git rewrites .git/config (a new file renamed over it),
-// which detaches the read-only mount on it in the sandbox; the run is
-// stopped before the command can write the file the host's git reads
-// next, new or pooled, and the result says why.
+// the host changes a protected path from outside — its git renames a new
+// .git/config over the old one (the read-only mount on it is detached),
+// an editor saves .git/config keeping a backup (the old file, and its
+// mount with it, renamed aside), or .git is moved aside and copied back —
+// each time the path in the sandbox is the workspace's, writable. The
+// run is stopped before it writes there, the result names the mount that
+// went, and the host's git runs nothing; new and pooled.
 func TestHostRenamingOverAProtectedPathStopsTheRun(t *testing.T) {
 	needBwrap(t)
 	needProgram(t, "git")
-	for _, pool := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pooled=%v", pool), func(t *testing.T) {
-			b := base(t)
-			ws := workspace(t, b)
-			marker := filepath.Join(b, "pwned")
-			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
-				t.Fatalf("git init: %v %s", err, out)
+	changes := []struct {
+		name string
+		went string // the mount point the result names, under ws
+		do   func(t *testing.T, ws, b string)
+	}{
+		{"git config", ".git/config", func(t *testing.T, ws, b string) { hostGitConfig(t, ws) }},
+		{"saved keeping a backup", ".git/config", func(t *testing.T, ws, b string) {
+			cfg := filepath.Join(ws, ".git", "config")
+			data, _ := os.ReadFile(cfg)
+			if err := os.Rename(cfg, cfg+"~"); err != nil {
+				t.Fatal(err)
 			}
-			started := filepath.Join(ws, "started")
-			script := fmt.Sprintf("touch %s; sleep 1.5; printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n' >> .git/config && echo wrote", started, marker)
-			rt := runtime.New(runtime.Config{})
-			if pool {
-				rt = pooledRuntime(t, 1, 0)
-			} else {
-				defer rt.Close()
+			if err := os.WriteFile(cfg, data, 0o644); err != nil {
+				t.Fatal(err)
 			}
-			p := prepared(t, newPolicy(ws), script)
-			if pool {
-				if err := rt.Warm(p); err != nil {
-					t.Fatal(err)
+		}},
+		{"git dir moved aside", ".git", func(t *testing.T, ws, b string) {
+			g, aside := filepath.Join(ws, ".git"), filepath.Join(b, "git-aside")
+			if err := os.Rename(g, aside); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("cp", "-a", aside, g).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v %s", err, out)
+			}
+		}},
+	}
+	for _, change := range changes {
+		for _, pool := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/pooled=%v", change.name, pool), func(t *testing.T) {
+				b := base(t)
+				ws := workspace(t, b)
+				marker := filepath.Join(b, "pwned")
+				if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+					t.Fatalf("git init: %v %s", err, out)
 				}
-			}
-			res := whileHostGitConfigs(t, rt, p, ws, started)
-			if res.Pooled != pool {
-				t.Errorf("pooled %v, want %v", res.Pooled, pool)
-			}
-			if strings.Contains(res.Stdout, "wrote") || res.ExitCode == 0 {
-				t.Errorf("the run went on after its mount of .git/config went: %+v", res.Outcome)
-			}
-			if !strings.Contains(strings.Join(res.Notes, "\n"), "went "+filepath.Join(ws, ".git/config")) {
-				t.Errorf("the result does not say that .git/config's mount went: %q", res.Notes)
-			}
-			exec.Command("git", "-C", ws, "status").Run()
-			if _, err := os.Stat(marker); err == nil {
-				t.Fatal("the host's git ran what the sandbox planted")
-			}
-		})
+				started := filepath.Join(ws, "started")
+				script := fmt.Sprintf("touch %s; sleep 1.5; printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n' >> .git/config && echo wrote", started, marker)
+				rt := runtime.New(runtime.Config{})
+				if pool {
+					rt = pooledRuntime(t, 1, 0)
+				} else {
+					defer rt.Close()
+				}
+				p := prepared(t, newPolicy(ws), script)
+				if pool {
+					if err := rt.Warm(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				res := whileHost(t, rt, p, started, func() { change.do(t, ws, b) })
+				if res.Pooled != pool {
+					t.Errorf("pooled %v, want %v", res.Pooled, pool)
+				}
+				if strings.Contains(res.Stdout, "wrote") || res.ExitCode == 0 {
+					t.Errorf("the run went on after its mount of %s went: %+v", change.went, res.Outcome)
+				}
+				if !strings.Contains(strings.Join(res.Notes, "\n"), "went "+filepath.Join(ws, change.went)) {
+					t.Errorf("the result does not say that the mount of %s went: %q", change.went, res.Notes)
+				}
+				exec.Command("git", "-C", ws, "status").Run()
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the host's git ran what the sandbox planted")
+				}
+			})
+		}
 	}
 }
 
@@ -560,7 +591,7 @@ func TestAWriteAtTheDetachIsReported(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				res := whileHostGitConfigs(t, rt, p, ws, started)
+				res := whileHost(t, rt, p, started, func() { hostGitConfig(t, ws) })
 				if !strings.Contains(strings.Join(res.Notes, "\n"), "mounts changed") || res.ExitCode == 0 {
 					t.Errorf("run %d: a write at the detach went unreported: %+v %q", i, res.Outcome, res.Notes)
 				}
@@ -569,10 +600,10 @@ func TestAWriteAtTheDetachIsReported(t *testing.T) {
 	}
 }
 
-// whileHostGitConfigs runs p (a script that touches started first) in
-// rt and, once it has started, has the host's git write .git/config of
-// ws by renaming a new file over it; it returns the run's result.
-func whileHostGitConfigs(t *testing.T, rt *runtime.Runtime, p *admission.Prepared, ws, started string) runtime.Result {
+// whileHost runs p (a script that touches started first) in rt and,
+// once it has started, changes the host with change; it returns the
+// run's result.
+func whileHost(t *testing.T, rt *runtime.Runtime, p *admission.Prepared, started string, change func()) runtime.Result {
 	t.Helper()
 	var res runtime.Result
 	var err error
@@ -584,12 +615,18 @@ func whileHostGitConfigs(t *testing.T, rt *runtime.Runtime, p *admission.Prepare
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
-		t.Fatalf("git config: %v %s", err, out)
-	}
+	change()
 	<-done
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// hostGitConfig has the host's git write .git/config of ws, by renaming
+// a new file over it.
+func hostGitConfig(t *testing.T, ws string) {
+	if out, err := exec.Command("git", "-C", ws, "config", "user.name", "host").CombinedOutput(); err != nil {
+		t.Errorf("git config: %v %s", err, out)
+	}
 }

@@ -269,6 +269,16 @@ func (g *Group) Enter() (leave func(), err error) {
 	return leave, nil
 }
 
+// exists reports whether every cgroup of the run is still there.
+func (g *Group) exists() bool {
+	for _, dir := range g.dirs {
+		if _, err := os.Stat(dir); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // MemoryExceeded reports whether the run reached its memory cgroup's limit
 // (the kernel's OOM killer then ended a process of it).
 func (g *Group) MemoryExceeded() bool {

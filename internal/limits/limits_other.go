@@ -26,6 +26,8 @@ func (g *Group) Add(pid int) error { return errNotLinux }
 // Enter is a no-op without Linux's cgroups.
 func (g *Group) Enter() (leave func(), err error) { return func() {}, nil }
 
+func (g *Group) exists() bool { return false }
+
 // MemoryExceeded is false outside Linux.
 func (g *Group) MemoryExceeded() bool { return false }
 

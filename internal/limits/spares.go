@@ -63,7 +63,9 @@ func (s *Spares) Take(p Plan, extra int) *Group {
 	if !ok {
 		return nil
 	}
-	if time.Since(sp.made) < spareAge {
+	// Still there: a clock that jumped (a suspend, which the monotonic
+	// clock does not count) can have let another process's sweep take it.
+	if time.Since(sp.made) < spareAge && sp.g.exists() {
 		return sp.g
 	}
 	s.wg.Add(1)

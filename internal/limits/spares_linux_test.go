@@ -11,7 +11,8 @@ import (
 // TestSparesAreMadeAheadForTheirPlanAlone: a plan's cgroups are made
 // ahead only once it has run twice; the spare has its plan's limit
 // written, is taken by a run of that plan and no other, is not taken
-// once it is over a minute old, and Close removes what is left. A plan
+// once it is over a minute old or its cgroup is gone, and Close removes
+// what is left. A plan
 // of rlimits has none.
 func TestSparesAreMadeAheadForTheirPlanAlone(t *testing.T) {
 	h := pidsHost(t)
@@ -71,6 +72,17 @@ func TestSparesAreMadeAheadForTheirPlanAlone(t *testing.T) {
 	s.ready[spareKey(p, 2)] = old
 	if g := run(p); g == old.g {
 		t.Error("a spare over a minute old was taken")
+	} else {
+		g.Close()
+	}
+	// A spare another process's sweep removed is not taken.
+	s.Refill(p, 2)
+	swept := s.ready[spareKey(p, 2)].g
+	if err := os.Remove(swept.dirs["pids"]); err != nil {
+		t.Fatal(err)
+	}
+	if g := run(p); g == swept {
+		t.Error("a spare whose cgroup is gone was taken")
 	} else {
 		g.Close()
 	}

@@ -82,33 +82,29 @@ func (w *mountWatch) watch(r *running) {
 			return // the init is gone: so is the run
 		}
 	}
-	defer t.close() // the descriptors hold the namespace: it can be looked at to the end
+	defer t.close() // the descriptor holds the namespace: it can be read to the end
 	// Every mount the options made must be there — a change before this
 	// watch began is no baseline. A pooled sandbox's table was checked
 	// when it was made, and found unchanged at its call a moment ago.
 	want, tmpfs := r.sb.mountPoints(), r.sb.tmpfsPoints()
 	base := r.base
-	if base == nil {
-		var err error
-		if base, err = t.snapshot(); err != nil {
+	if base == "" {
+		text, err := t.text(nil)
+		if err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 			return
 		}
-		if went := missing(want, base.text); len(went) > 0 {
+		base = string(text)
+		if went := missing(want, base); len(went) > 0 {
 			w.changedTo(r, went)
 			return
 		}
 	}
 	// A timer, not poll(2) on the table: a detach raises no event of the
 	// namespace anyway, and a sleeping goroutine costs the run no thread.
-	// The table is looked at every watchEvery, and once more when the
-	// run has ended — a command that wrote an exposed path and exited at
-	// once is reported too. Where it is listed, a look is a list of its
-	// mount IDs, and the text is read only when the list changed (mount
-	// IDs are never used again: a mount that went and one that came
-	// change it).
-	ids := slices.Clone(base.ids)
-	var list []uint64
+	// The table is read every watchEvery, and once more when the run has
+	// ended — a command that wrote an exposed path and exited at once is
+	// reported too.
 	var buf []byte
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
@@ -119,32 +115,16 @@ func (w *mountWatch) watch(r *running) {
 		case <-w.stop:
 			last = true
 		}
+		// Read into one buffer, compared as bytes: a long run reads the
+		// table hundreds of times a second and allocates nothing for it.
 		var err error
-		if t.listed() {
-			if list, err = t.list(list); err != nil {
-				w.changedTo(r, []string{"the table cannot be listed: " + err.Error()})
-				return
-			}
-			if slices.Equal(list, ids) {
-				if last {
-					return
-				}
-				continue
-			}
-			// Listed before the text is read: a change after the read
-			// changes the next list.
-			ids = append(ids[:0], list...)
-		}
-		// Read into one buffer, compared as bytes: a table that is not
-		// listed is read hundreds of times a second, and allocates
-		// nothing for it.
 		if buf, err = t.text(buf); err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 			return
 		}
-		if string(buf) != base.text {
+		if string(buf) != base {
 			cur := string(buf)
-			if changed := append(missing(want, cur), tableChanges(base.text, cur, tmpfs)...); len(changed) > 0 {
+			if changed := append(missing(want, cur), tableChanges(base, cur, tmpfs)...); len(changed) > 0 {
 				w.changedTo(r, changed)
 				return
 			}

@@ -488,10 +488,12 @@ func (p *Pool) fill(s Spec) (err error) {
 	if r.table, err = openTable(r.initPID); err != nil {
 		return abandon("cannot open the pooled sandbox's mount table: " + err.Error())
 	}
-	if r.base, err = r.table.snapshot(); err != nil {
+	text, err := r.table.text(nil)
+	if err != nil {
 		return abandon("cannot read the pooled sandbox's mount table: " + err.Error())
 	}
-	if went := missing(sb.mountPoints(), r.base.text); len(went) > 0 {
+	r.base = string(text)
+	if went := missing(sb.mountPoints(), r.base); len(went) > 0 {
 		return abandon("the pooled sandbox lacks mounts of its options: " + strings.Join(went, ", "))
 	}
 	w := &waiting{key: key, r: r, script: pw, stdin: stdin}

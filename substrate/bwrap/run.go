@@ -114,10 +114,10 @@ type running struct {
 	grp      *limits.Group
 	t        *proc.Tree
 	bin      string
-	verified bool      // bwrap reported an init, which was checked and released
-	initPID  int       // the sandbox's init, as this process sees it
-	table    *table    // a pooled sandbox's mount table, open since it was made
-	base     *snapshot // and what it was when the sandbox was ready
+	verified bool   // bwrap reported an init, which was checked and released
+	initPID  int    // the sandbox's init, as this process sees it
+	table    *table // a pooled sandbox's mount table, open since it was made
+	base     string // and what it was when the sandbox was ready
 	prepared func() error
 	addErr   func() error
 }
