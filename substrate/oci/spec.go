@@ -1,0 +1,244 @@
+// Package oci renders a native sandbox as an OCI runtime bundle: the
+// config.json of the runtime-spec, which runc, crun and the engines that
+// scale out (containerd, CRI-O, Kubernetes, with gVisor or Kata) run.
+//
+// The policy is the bwrap substrate's, not a second one written again:
+// [Spec] takes a prepared [bwrap.Sandbox] — its protected set found, its
+// placeholders made, its environment cleared to the allow-list — and
+// states its mount table, namespaces and process in runtime-spec terms,
+// option by option. An option it cannot state is an error: nothing of a
+// sandbox is dropped on the way.
+//
+// What maps one to one: every bind (--bind, rw; --ro-bind, recursively
+// read-only: "rro"), every tmpfs with its size and mode, /proc, the
+// namespaces, the working directory, the environment, no capability and
+// no_new_privs. What does not: bwrap's /dev is a tmpfs of device nodes,
+// here the runtime's /dev (a tmpfs and its default nodes, /dev/pts);
+// --remount-ro is readonlyPaths, applied after every mount as bwrap does
+// it last; a directory bwrap makes in its tmpfs (HOME in /tmp) is a
+// tmpfs of its own with /tmp's cap; bwrap's user namespace, made as root
+// too, is made here only where the runtime runs rootless (as root, the
+// command is uid 0 without capabilities, as in bwrap's).
+//
+// # Limitations
+//
+// The seccomp filter, the limits and the runs through runc are not
+// rendered yet: [Spec]'s result runs the mount table and the process
+// alone.
+package oci
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+// Name is the substrate's name.
+const Name = "oci"
+
+// Options are what the runtime that runs the bundle needs to know.
+type Options struct {
+	// Rootless: the runtime runs as an unprivileged user, uid and gid,
+	// and the bundle maps them into a user namespace of its own.
+	Rootless bool
+	UID, GID int
+	// Hostname is the container's (its own UTS namespace); "cordon" if
+	// empty.
+	Hostname string
+}
+
+// DefaultOptions are the options of a runtime run by this process.
+func DefaultOptions() Options {
+	uid, gid := os.Geteuid(), os.Getegid()
+	return Options{Rootless: uid != 0, UID: uid, GID: gid}
+}
+
+// Spec returns the runtime-spec configuration of argv run in the
+// sandbox sb. The bundle's root is an empty directory, "rootfs", under
+// the host's / bound read-only.
+func Spec(sb *bwrap.Sandbox, argv []string, o Options) (*specs.Spec, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("oci: no command to run")
+	}
+	if o.Hostname == "" {
+		o.Hostname = "cordon"
+	}
+	s := &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Hostname: o.Hostname,
+		Process: &specs.Process{
+			Args:            slices.Clone(argv),
+			Env:             sb.Env(),
+			NoNewPrivileges: true,
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{},
+			},
+			User: specs.User{UID: uint32(o.UID), GID: uint32(o.GID)},
+		},
+		Linux: &specs.Linux{},
+	}
+	if !o.Rootless {
+		s.Process.User = specs.User{}
+	}
+	if err := render(s, sb.Options(), o); err != nil {
+		return nil, err
+	}
+	if s.Process.Cwd == "" {
+		return nil, fmt.Errorf("oci: the sandbox names no working directory (--chdir)")
+	}
+	return s, nil
+}
+
+// render states bwrap's options in s: the namespaces, the mounts in
+// bwrap's order, the working directory.
+func render(s *specs.Spec, args []string, o Options) error {
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	var size, perms string // pending --size and --perms, for the next --tmpfs
+	value := func(i int, n int) ([]string, error) {
+		if i+n >= len(args) {
+			return nil, fmt.Errorf("oci: %s wants %d value(s)", args[i], n)
+		}
+		return args[i+1 : i+1+n], nil
+	}
+	tmpSize := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch a {
+		case "--unshare-user":
+			if o.Rootless {
+				ns = append(ns, specs.LinuxNamespace{Type: specs.UserNamespace})
+				s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: uint32(o.UID), HostID: uint32(o.UID), Size: 1}}
+				s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: uint32(o.GID), HostID: uint32(o.GID), Size: 1}}
+			}
+		case "--unshare-ipc":
+			ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace})
+		case "--unshare-pid":
+			ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+		case "--unshare-uts":
+			ns = append(ns, specs.LinuxNamespace{Type: specs.UTSNamespace})
+		case "--unshare-cgroup-try":
+			ns = append(ns, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+		case "--unshare-net":
+			ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+		case "--disable-userns", "--die-with-parent", "--new-session":
+			// No further user namespace: the seccomp filter's (clone and
+			// unshare with CLONE_NEWUSER refused). The runtime's init
+			// makes the command a session of its own, and dies with the
+			// container's PID namespace.
+		case "--cap-drop":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			if v[0] != "ALL" {
+				return fmt.Errorf("oci: cannot state --cap-drop %s", v[0])
+			}
+			i++
+		case "--size":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			size, i = v[0], i+1
+		case "--perms":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			perms, i = v[0], i+1
+		case "--tmpfs":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			opts := []string{"nosuid", "nodev"}
+			if size != "" {
+				opts = append(opts, "size="+size)
+			}
+			if perms != "" {
+				opts = append(opts, "mode="+perms)
+			} else {
+				opts = append(opts, "mode=755")
+			}
+			if v[0] == "/tmp" {
+				tmpSize = size
+			}
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: v[0], Type: "tmpfs", Source: "tmpfs", Options: opts})
+			size, perms, i = "", "", i+1
+		case "--bind", "--ro-bind":
+			v, err := value(i, 2)
+			if err != nil {
+				return err
+			}
+			opts := []string{"rbind", "rw"}
+			if a == "--ro-bind" {
+				opts = []string{"rbind", "rro"}
+			}
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: v[1], Type: "bind", Source: v[0], Options: opts})
+			i += 2
+		case "--proc":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: v[0], Type: "proc", Source: "proc", Options: []string{"nosuid", "nodev", "noexec"}})
+			i++
+		case "--dev":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			if v[0] != "/dev" {
+				return fmt.Errorf("oci: cannot state --dev %s", v[0])
+			}
+			s.Mounts = append(s.Mounts,
+				specs.Mount{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+				specs.Mount{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}})
+			i++
+		case "--dir":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			// A directory bwrap makes in the fresh /tmp: a tmpfs of its
+			// own, as large as /tmp may be.
+			if !within(v[0], "/tmp") || tmpSize == "" {
+				return fmt.Errorf("oci: cannot state --dir %s outside the sandbox's /tmp", v[0])
+			}
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: v[0], Type: "tmpfs", Source: "tmpfs",
+				Options: []string{"nosuid", "nodev", "size=" + tmpSize, "mode=755"}})
+			i++
+		case "--remount-ro":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, v[0])
+			i++
+		case "--chdir":
+			v, err := value(i, 1)
+			if err != nil {
+				return err
+			}
+			s.Process.Cwd, i = v[0], i+1
+		default:
+			return fmt.Errorf("oci: cannot state bwrap's option %s", a)
+		}
+	}
+	s.Linux.Namespaces = ns
+	if len(s.Mounts) == 0 || s.Mounts[0].Destination != "/" || s.Mounts[0].Source != "/" {
+		return fmt.Errorf("oci: the sandbox does not start from the host's / read-only")
+	}
+	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
+}
+

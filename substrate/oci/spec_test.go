@@ -1,0 +1,262 @@
+package oci
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+var testHarness harness.Config
+
+func TestMain(m *testing.M) { testenv.Main(m, &testHarness) }
+
+// gitWorkspace returns a canonical workspace holding a git repository.
+func gitWorkspace(t *testing.T) string {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(ws, 0o755)
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Skipf("git init: %v %s", err, out)
+	}
+	return ws
+}
+
+// prepared is the bwrap sandbox of a writable workspace ws, its
+// placeholders made until the test ends.
+func prepared(t *testing.T, ws string) *bwrap.Sandbox {
+	t.Helper()
+	sb, err := bwrap.NewPolicy(ws, testHarness).Prepare(os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+// schema compiles the runtime-spec's JSON schema of config.json, from the
+// module this package is built with.
+func schema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	// A copy beside the test binary where it runs without the module
+	// cache (scripts/test, as an unprivileged user); the module's own
+	// otherwise.
+	dir := filepath.Join("testdata", "runtime-spec-schema")
+	if _, err := os.Stat(dir); err != nil {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/opencontainers/runtime-spec").Output()
+		testenv.Require(t, err == nil, "the runtime-spec module's directory (go list -m): %v", err)
+		dir = filepath.Join(strings.TrimSpace(string(out)), "schema")
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft4) // the schema files without a $schema are draft 4, as config-schema.json says
+	c.UseLoader(specSchemaLoader{})
+	abs, _ := filepath.Abs(filepath.Join(dir, "config-schema.json"))
+	sch, err := c.Compile(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+// specSchemaLoader reads the runtime-spec's schema files, with the one
+// reference of defs.json that is not a JSON pointer ("#definitions/uint32",
+// which the spec's own validator, gojsonschema, lets through) written as
+// one.
+type specSchemaLoader struct{}
+
+func (specSchemaLoader) Load(url string) (any, error) {
+	data, err := os.ReadFile(strings.TrimPrefix(url, "file://"))
+	if err != nil {
+		return nil, err
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(bytes.ReplaceAll(data, []byte(`"#definitions/`), []byte(`"#/definitions/`))))
+}
+
+// TestSpecIsTheSandbox: the config of a git workspace's sandbox validates
+// against the runtime-spec's JSON schema, reads back into its Go types
+// unchanged, and states bwrap's policy field by field: the host's /
+// read-only first, every bind and tmpfs of the options in their order
+// (the workspace writable, each protected path read-only), the remounts
+// as read-only paths, the namespaces, the cleared environment, the
+// working directory, no capability, no_new_privs.
+func TestSpecIsTheSandbox(t *testing.T) {
+	ws := gitWorkspace(t)
+	sb := prepared(t, ws)
+	argv := []string{"sh", "-c", "true"}
+	s, err := Spec(sb, argv, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema(t).Validate(doc); err != nil {
+		t.Errorf("config.json does not validate against the runtime-spec schema: %v\n%s", err, data)
+	}
+	var back specs.Spec
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := json.MarshalIndent(&back, "", "  "); !bytes.Equal(again, data) {
+		t.Errorf("config.json does not read back as it was written:\n%s\nread back as\n%s", data, again)
+	}
+
+	if s.Root.Path != "rootfs" || !s.Root.Readonly {
+		t.Errorf("root = %+v, want rootfs read-only", s.Root)
+	}
+	if m := s.Mounts[0]; m.Destination != "/" || m.Source != "/" || m.Type != "bind" || !slices.Equal(m.Options, []string{"rbind", "rro"}) {
+		t.Errorf("the first mount is %+v, want the host's / bound recursively read-only", m)
+	}
+	mount := func(dst string) *specs.Mount {
+		for i := len(s.Mounts) - 1; i >= 0; i-- { // the last one at dst is what the command sees
+			if s.Mounts[i].Destination == dst {
+				return &s.Mounts[i]
+			}
+		}
+		return nil
+	}
+	if m := mount(ws); m == nil || m.Source != ws || !slices.Equal(m.Options, []string{"rbind", "rw"}) {
+		t.Errorf("the workspace's mount is %+v, want %s bound writable", m, ws)
+	}
+	for _, rel := range []string{".git/config", ".git/hooks", ".git/HEAD"} {
+		p := filepath.Join(ws, rel)
+		if m := mount(p); m == nil || m.Source != p || !slices.Contains(m.Options, "rro") {
+			t.Errorf("the protected path %s is mounted %+v, want read-only", rel, m)
+		}
+	}
+	// Every bind and tmpfs of bwrap's options, in its order.
+	var want []string
+	opts := sb.Options()
+	for i := 0; i < len(opts); i++ {
+		switch opts[i] {
+		case "--bind", "--ro-bind":
+			want, i = append(want, opts[i+2]), i+2
+		case "--tmpfs", "--proc", "--dir":
+			want, i = append(want, opts[i+1]), i+1
+		case "--dev":
+			want, i = append(want, "/dev", "/dev/pts"), i+1
+		}
+	}
+	var got []string
+	for _, m := range s.Mounts {
+		got = append(got, m.Destination)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("mounts %q\nwant    %q", got, want)
+	}
+	if m, i := mount("/tmp"), slices.Index(opts, "/tmp"); i < 3 || opts[i-3] != "--size" || m == nil || !slices.Contains(m.Options, "size="+opts[i-2]) {
+		t.Errorf("/tmp is %+v, without the sandbox's cap (%q)", m, opts[max(i-3, 0):i+1])
+	}
+	for _, p := range []string{"/dev", "/home", "/run"} {
+		if !slices.Contains(s.Linux.ReadonlyPaths, p) {
+			t.Errorf("%s is not read-only (readonlyPaths %q)", p, s.Linux.ReadonlyPaths)
+		}
+	}
+	var nss []specs.LinuxNamespaceType
+	for _, n := range s.Linux.Namespaces {
+		nss = append(nss, n.Type)
+	}
+	for _, n := range []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace, specs.CgroupNamespace} {
+		if !slices.Contains(nss, n) {
+			t.Errorf("no %s namespace (%q)", n, nss)
+		}
+	}
+	if slices.Contains(nss, specs.UserNamespace) {
+		t.Error("a user namespace where the runtime runs as root")
+	}
+	p := s.Process
+	if !slices.Equal(p.Args, argv) || !slices.Equal(p.Env, sb.Env()) || p.Cwd != ws || !p.NoNewPrivileges || p.User.UID != 0 {
+		t.Errorf("process %+v", p)
+	}
+	c := p.Capabilities
+	if len(c.Bounding)+len(c.Effective)+len(c.Inheritable)+len(c.Permitted)+len(c.Ambient) != 0 {
+		t.Errorf("capabilities %+v, want none", c)
+	}
+
+	rootless, err := Spec(sb, argv, Options{Rootless: true, UID: 1000, GID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := rootless.Linux; len(l.UIDMappings) != 1 || l.UIDMappings[0] != (specs.LinuxIDMapping{ContainerID: 1000, HostID: 1000, Size: 1}) ||
+		!slices.ContainsFunc(l.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace }) {
+		t.Errorf("rootless: %+v", l)
+	}
+	if _, err := Spec(sb, nil, Options{}); err == nil {
+		t.Error("a spec without a command")
+	}
+}
+
+// TestRuncRunsTheSandbox: runc runs the bundle, and in it the workspace
+// is writable, the host and the protected paths are not, the home
+// directories and the network's interfaces are hidden, HOME and /tmp are
+// fresh, and the command holds no capability.
+func TestRuncRunsTheSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the bundle is run rootless in a later step; as root here")
+	}
+	runc, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	ws := gitWorkspace(t)
+	sb := prepared(t, ws)
+	script := `touch ok && echo ws-writable; touch /etc/cordon-oci 2>/dev/null || echo host-ro; ` +
+		`(echo x >> .git/config) 2>/dev/null || echo config-ro; echo home $(ls -A /home | wc -l); ` +
+		`echo net $(ls /sys/class/net | wc -l); touch "$HOME/h" /tmp/t && echo home-tmp-writable; ` +
+		`grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; echo pid $$`
+	s, err := Spec(sb, []string{"/bin/sh", "-c", script}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := t.TempDir()
+	os.Mkdir(filepath.Join(bundle, "rootfs"), 0o755)
+	data, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var id [6]byte
+	rand.Read(id[:])
+	name, state := "cordon-test-"+hex.EncodeToString(id[:]), t.TempDir()
+	defer exec.Command(runc, "--root", state, "delete", "--force", name).Run()
+	cmd := exec.Command(runc, "--root", state, "run", "--bundle", bundle, name)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("runc run: %v\n%s%s", err, out.String(), errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{"ws-writable", "host-ro", "config-ro", "home 0", "net 0", "home-tmp-writable", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "pid 1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the command in runc's container did not say %q:\n%s%s", want, got, errb.String())
+		}
+	}
+	if _, err := os.Stat("/etc/cordon-oci"); err == nil {
+		os.Remove("/etc/cordon-oci")
+		t.Error("the container wrote the host's /etc")
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, ".git/config")); bytes.Contains(data, []byte("x\n")) {
+		t.Error("the container wrote the workspace's .git/config")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ok")); err != nil {
+		t.Error("the container's write in the workspace is not on the host")
+	}
+}
