@@ -241,4 +241,3 @@ func render(s *specs.Spec, args []string, o Options) error {
 func within(p, dir string) bool {
 	return p == dir || len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
 }
-
