@@ -189,6 +189,17 @@ func TestSpecIsTheSandbox(t *testing.T) {
 	if !slices.Equal(p.Args, argv) || !slices.Equal(p.Env, sb.Env()) || p.Cwd != ws || !p.NoNewPrivileges || p.User.UID != 0 {
 		t.Errorf("process %+v", p)
 	}
+	if s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction != specs.ActAllow || len(s.Linux.Seccomp.Syscalls) == 0 {
+		t.Errorf("seccomp %+v, want the sandbox's filter", s.Linux.Seccomp)
+	}
+	open, err := bwrap.NewPolicy(gitWorkspace(t), testHarness).WithNetwork(bwrap.NetHost).Prepare(os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if _, err := Spec(open, argv, Options{}); err == nil {
+		t.Error("a spec of a net:host sandbox, whose filter has no OCI form")
+	}
 	c := p.Capabilities
 	if len(c.Bounding)+len(c.Effective)+len(c.Inheritable)+len(c.Permitted)+len(c.Ambient) != 0 {
 		t.Errorf("capabilities %+v, want none", c)
@@ -222,7 +233,8 @@ func TestRuncRunsTheSandbox(t *testing.T) {
 	script := `touch ok && echo ws-writable; touch /etc/cordon-oci 2>/dev/null || echo host-ro; ` +
 		`(echo x >> .git/config) 2>/dev/null || echo config-ro; echo home $(ls -A /home | wc -l); ` +
 		`echo net $(ls /sys/class/net | wc -l); touch "$HOME/h" /tmp/t && echo home-tmp-writable; ` +
-		`grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; echo pid $$`
+		`grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; echo pid $$; ` +
+		`unshare -U true 2>/dev/null || echo no-userns`
 	s, err := Spec(sb, []string{"/bin/sh", "-c", script}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +256,7 @@ func TestRuncRunsTheSandbox(t *testing.T) {
 		t.Fatalf("runc run: %v\n%s%s", err, out.String(), errb.String())
 	}
 	got := out.String()
-	for _, want := range []string{"ws-writable", "host-ro", "config-ro", "home 0", "net 0", "home-tmp-writable", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "pid 1"} {
+	for _, want := range []string{"ws-writable", "host-ro", "config-ro", "home 0", "net 0", "home-tmp-writable", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "pid 1", "no-userns"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the command in runc's container did not say %q:\n%s%s", want, got, errb.String())
 		}
