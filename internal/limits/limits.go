@@ -213,6 +213,10 @@ func (p Plan) Mechanisms(sub string, extra int) []substrate.Mechanism {
 }
 
 // cpuSeconds rounds d up to whole seconds, at least 1.
+// CPUSeconds is the RLIMIT_CPU soft limit of a processor-time limit d:
+// whole seconds, rounded up, at least one (the hard limit is one more).
+func CPUSeconds(d time.Duration) uint64 { return cpuSeconds(d) }
+
 func cpuSeconds(d time.Duration) uint64 {
 	s := uint64((d + time.Second - 1) / time.Second)
 	return max(s, 1)

@@ -23,9 +23,12 @@
 //
 // # Limitations
 //
-// The limits are not rendered yet, nor is a run through runc cordon's
-// (time, output, evidence); the filter of net:host has no OCI form here,
-// so neither has its sandbox.
+// The limits are the plan's as bwrap's run applies them: the cgroups
+// become linux.resources (made by the runtime), the rlimits
+// process.rlimits; RLIMIT_NPROC is the tool's count alone, the command
+// being the container's first process. A run through runc is not yet
+// cordon's (time, output, evidence); the filter of net:host has no OCI
+// form here, so neither has its sandbox.
 package oci
 
 import (
@@ -35,6 +38,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -90,6 +94,7 @@ func Spec(sb *bwrap.Sandbox, argv []string, o Options) (*specs.Spec, error) {
 	if err := render(s, sb.Options(), o); err != nil {
 		return nil, err
 	}
+	limitsOf(s, sb.Policy().Limits())
 	filter, err := seccomp.OCI(sb.Policy().Seccomp())
 	if err != nil {
 		return nil, fmt.Errorf("oci: cannot state the sandbox's seccomp filter: %w", err)
@@ -242,6 +247,39 @@ func render(s *specs.Spec, args []string, o Options) error {
 		return fmt.Errorf("oci: the sandbox does not start from the host's / read-only")
 	}
 	return nil
+}
+
+// limitsOf states the plan's limits as the runtime applies them: a
+// cgroup's as linux.resources (the runtime makes the container's
+// cgroups; its command is the container's first process, with no init
+// beside it), an rlimit's as process.rlimits.
+func limitsOf(s *specs.Spec, p limits.Plan) {
+	rlimit := func(typ string, soft, hard uint64) {
+		s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: typ, Soft: soft, Hard: hard})
+	}
+	res := &specs.LinuxResources{}
+	switch p.Memory {
+	case limits.Cgroup1:
+		m := p.Spec.Memory
+		res.Memory = &specs.LinuxMemory{Limit: &m, Swap: &m} // swap counts too, as memsw
+	case limits.Rlimit:
+		rlimit("RLIMIT_AS", uint64(p.Spec.Memory), uint64(p.Spec.Memory))
+	}
+	switch p.Pids {
+	case limits.Cgroup1:
+		n := int64(p.Spec.Pids)
+		res.Pids = &specs.LinuxPids{Limit: &n}
+	case limits.Rlimit:
+		n := uint64(p.Spec.Pids)
+		rlimit("RLIMIT_NPROC", n, n)
+	}
+	if p.CPU == limits.Rlimit {
+		secs := limits.CPUSeconds(p.Spec.CPU)
+		rlimit("RLIMIT_CPU", secs, secs+1)
+	}
+	if res.Memory != nil || res.Pids != nil {
+		s.Linux.Resources = res
+	}
 }
 
 // within reports whether p is dir or below it.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -192,6 +194,11 @@ func TestSpecIsTheSandbox(t *testing.T) {
 	if s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction != specs.ActAllow || len(s.Linux.Seccomp.Syscalls) == 0 {
 		t.Errorf("seccomp %+v, want the sandbox's filter", s.Linux.Seccomp)
 	}
+	if lim := sb.Policy().Limits(); lim.Pids == limits.Cgroup1 {
+		if r := s.Linux.Resources; r == nil || r.Pids == nil || r.Pids.Limit == nil || *r.Pids.Limit != int64(lim.Spec.Pids) {
+			t.Errorf("resources %+v, want pids.limit %d", r, lim.Spec.Pids)
+		}
+	}
 	open, err := bwrap.NewPolicy(gitWorkspace(t), testHarness).WithNetwork(bwrap.NetHost).Prepare(os.Environ())
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +246,29 @@ func TestRuncRunsTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, errb := runcRun(t, runc, s)
+	got := out
+	for _, want := range []string{"ws-writable", "host-ro", "config-ro", "home 0", "net 0", "home-tmp-writable", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "pid 1", "no-userns"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the command in runc's container did not say %q:\n%s%s", want, got, errb)
+		}
+	}
+	if _, err := os.Stat("/etc/cordon-oci"); err == nil {
+		os.Remove("/etc/cordon-oci")
+		t.Error("the container wrote the host's /etc")
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, ".git/config")); bytes.Contains(data, []byte("x\n")) {
+		t.Error("the container wrote the workspace's .git/config")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ok")); err != nil {
+		t.Error("the container's write in the workspace is not on the host")
+	}
+}
+
+// runcRun runs the bundle of s with runc and returns its output; the
+// container is deleted.
+func runcRun(t *testing.T, runc string, s *specs.Spec) (stdout, stderr string) {
+	t.Helper()
 	bundle := t.TempDir()
 	os.Mkdir(filepath.Join(bundle, "rootfs"), 0o755)
 	data, _ := json.Marshal(s)
@@ -255,20 +285,46 @@ func TestRuncRunsTheSandbox(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("runc run: %v\n%s%s", err, out.String(), errb.String())
 	}
-	got := out.String()
-	for _, want := range []string{"ws-writable", "host-ro", "config-ro", "home 0", "net 0", "home-tmp-writable", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "pid 1", "no-userns"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("the command in runc's container did not say %q:\n%s%s", want, got, errb.String())
-		}
+	return out.String(), errb.String()
+}
+
+// TestRuncHoldsTheLimits: the container of a sandbox limited to 16
+// processes (a pids cgroup, made by runc) starts no more than 16, however
+// many its command asks for.
+func TestRuncHoldsTheLimits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the bundle is run rootless in a later step; as root here")
 	}
-	if _, err := os.Stat("/etc/cordon-oci"); err == nil {
-		os.Remove("/etc/cordon-oci")
-		t.Error("the container wrote the host's /etc")
+	runc, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	plan, err := limits.Detect().Plan(limits.Spec{Pids: 16, Memory: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(filepath.Join(ws, ".git/config")); bytes.Contains(data, []byte("x\n")) {
-		t.Error("the container wrote the workspace's .git/config")
+	testenv.Require(t, plan.Pids == limits.Cgroup1, "a pids cgroup (%v)", plan.Pids)
+	ws := gitWorkspace(t)
+	sb, err := bwrap.NewPolicy(ws, testHarness).WithLimits(plan).Prepare(os.Environ())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(ws, "ok")); err != nil {
-		t.Error("the container's write in the workspace is not on the host")
+	defer sb.Close()
+	// A bounded loop of 40 forks of sleepers, which stops at the first
+	// that fails; the sleepers end with the container's PID 1.
+	const python = "/usr/bin/python3" // the system's: the sandbox hides the home directories
+	_, err = os.Stat(python)
+	testenv.Require(t, err == nil, "python3 (Debian's python3 package): %v", err)
+	script := "import os, time\nn = 0\nfor i in range(40):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n" +
+		"    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n    n += 1\nprint('forked', n)\n"
+	s, err := Spec(sb, []string{python, "-c", script}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Linux.Resources; r == nil || r.Memory == nil || *r.Memory.Limit != 64<<20 {
+		t.Errorf("resources %+v, want memory.limit 64MiB", r)
+	}
+	out, _ := runcRun(t, runc, s)
+	var n int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "forked %d", &n); err != nil || n != 15 {
+		t.Errorf("the container's command said %q, want 15 forks (16 processes with itself)", strings.TrimSpace(out))
 	}
 }
