@@ -18,8 +18,10 @@
 // --remount-ro is readonlyPaths, applied after every mount as bwrap does
 // it last; a directory bwrap makes in its tmpfs (HOME in /tmp) is a
 // tmpfs of its own with /tmp's cap; bwrap's user namespace, made as root
-// too, is made here only where the runtime runs rootless (as root, the
-// command is uid 0 without capabilities, as in bwrap's).
+// too, is made here only where the runtime runs rootless, and there the
+// caller is the namespace's uid 0, as a rootless runtime needs it (bwrap
+// keeps the caller's uid); everywhere the command is uid 0 without a
+// capability.
 //
 // # Limitations
 //
@@ -84,12 +86,8 @@ func Spec(sb *bwrap.Sandbox, argv []string, o Options) (*specs.Spec, error) {
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{},
 			},
-			User: specs.User{UID: uint32(o.UID), GID: uint32(o.GID)},
 		},
 		Linux: &specs.Linux{},
-	}
-	if !o.Rootless {
-		s.Process.User = specs.User{}
 	}
 	if err := render(s, sb.Options(), o); err != nil {
 		return nil, err
@@ -124,8 +122,10 @@ func render(s *specs.Spec, args []string, o Options) error {
 		case "--unshare-user":
 			if o.Rootless {
 				ns = append(ns, specs.LinuxNamespace{Type: specs.UserNamespace})
-				s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: uint32(o.UID), HostID: uint32(o.UID), Size: 1}}
-				s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: uint32(o.GID), HostID: uint32(o.GID), Size: 1}}
+				// The caller is the namespace's root, as a rootless runtime
+				// needs it; without a capability, as everywhere here.
+				s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(o.UID), Size: 1}}
+				s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(o.GID), Size: 1}}
 			}
 		case "--unshare-ipc":
 			ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace})
