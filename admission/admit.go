@@ -23,6 +23,7 @@ import (
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -100,6 +101,7 @@ func New(cfg Config) (*Admitter, error) {
 			KindWasm:      wasm.Enforcer{},
 			host.Name:     host.Enforcer{},
 			landlock.Name: landlock.Enforcer{},
+			oci.Name:      oci.NewEnforcer(oci.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
 		}
 	}
 	if cfg.Inspectors == nil {

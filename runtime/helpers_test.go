@@ -26,6 +26,7 @@ import (
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 // needBwrap stops the test unless bubblewrap can create a sandbox here
@@ -69,6 +70,13 @@ func in(sub string) func(*Spec) {
 			s.Substrate = sub
 		}
 	}
+}
+
+// needOCI stops the test unless an OCI runtime runs a bundle here.
+func needOCI(t testing.TB) {
+	t.Helper()
+	_, err := oci.Detect(context.Background(), os.Getenv("PATH"), "", testHarness)
+	testenv.Require(t, err == nil, "an OCI runtime (runc): %v", err)
 }
 
 func needProgram(t testing.TB, name string) {
@@ -200,11 +208,11 @@ func (s Spec) substrate() string {
 // on returns an option of run that picks the substrate.
 func on(sub string) func(*Spec) { return func(s *Spec) { s.Substrate = sub } }
 
-// substrates runs f in a subtest for each native sandbox — bwrap and
-// landlock — after checking that the substrate can run here (a failure in
-// CI, a skip with the reason elsewhere).
+// substrates runs f in a subtest for each native sandbox — bwrap,
+// landlock and oci (runc) — after checking that the substrate can run
+// here (a failure in CI, a skip with the reason elsewhere).
 func substrates(t *testing.T, f func(t *testing.T, sub string)) {
-	for _, sub := range []string{bwrap.Name, landlock.Name} {
+	for _, sub := range []string{bwrap.Name, landlock.Name, oci.Name} {
 		t.Run(sub, func(t *testing.T) {
 			switch sub {
 			case bwrap.Name:
@@ -212,6 +220,8 @@ func substrates(t *testing.T, f func(t *testing.T, sub string)) {
 			case landlock.Name:
 				err := landlock.Available()
 				testenv.Require(t, err == nil, "Landlock ABI %d: %v", landlock.RequiredABI, err)
+			case oci.Name:
+				needOCI(t)
 			}
 			f(t, sub)
 		})
@@ -230,6 +240,7 @@ func prepare(ctx context.Context, s Spec) (*admission.Prepared, error) {
 		admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{Bwrap: s.Bwrap, ProbeAtRun: true}),
 		host.Name:            host.Enforcer{},
 		landlock.Name:        landlock.Enforcer{},
+		oci.Name:             oci.NewEnforcer(oci.EnforcerConfig{Workspace: s.Policy.Workspace(), Harness: h}),
 	}})
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -151,6 +152,8 @@ func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error
 		err = r.runHost(ctx, p, &res)
 	case landlock.Name:
 		err = r.runLandlock(ctx, p, &res)
+	case oci.Name:
+		err = r.runOCI(ctx, p, &res)
 	case wasm.Name:
 		err = r.runWasm(ctx, p, &res)
 	default:
@@ -243,6 +246,29 @@ func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *R
 	}
 	res.Outcome, res.Sandboxed = o, true
 	for _, m := range mechs {
+		res.Mechanisms = append(res.Mechanisms, m.String())
+	}
+	return nil
+}
+
+// runOCI runs p as a container of the OCI runtime that runs one here
+// ([oci.Detect]): the sandbox bwrap would make, stated as a bundle.
+func (r *Runtime) runOCI(ctx context.Context, p *admission.Prepared, res *Result) error {
+	spec, err := r.bwrapSpec(p)
+	if err != nil {
+		return err
+	}
+	spec.Pool, spec.Groups = nil, nil
+	rt, err := oci.Detect(ctx, r.getenv("PATH"), p.Workspace, p.Harness)
+	if err != nil {
+		return err
+	}
+	o, err := oci.Run(ctx, oci.RunSpec{Spec: spec, Runtime: rt})
+	if err != nil {
+		return err
+	}
+	res.Outcome, res.Sandboxed = o, true
+	for _, m := range oci.Mechanisms(spec.Policy) {
 		res.Mechanisms = append(res.Mechanisms, m.String())
 	}
 	return nil
@@ -368,6 +394,12 @@ func Plan(p *admission.Prepared) ([]substrate.Mechanism, error) {
 			return nil, err
 		}
 		return policy.Mechanisms(landlock.ABI()), nil
+	case oci.Name:
+		policy, err := bwrap.PolicyOf(g.All(), p.Workspace, p.Harness)
+		if err != nil {
+			return nil, err
+		}
+		return oci.Mechanisms(policy), nil
 	case host.Name:
 		return nil, nil
 	case wasm.Name:

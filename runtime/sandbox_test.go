@@ -24,6 +24,7 @@ import (
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 func TestWorkspaceIsWritable(t *testing.T) {
@@ -594,6 +595,15 @@ print(s.recv(100).decode().strip())'`, port)
 		case <-accepted:
 			t.Fatalf("the listener accepted a connection from a sandbox without network")
 		default:
+		}
+		if sub == oci.Name {
+			// The open network's filter has no OCI form here: refused at
+			// admission, never run with a weaker one.
+			open := Spec{Command: []string{"/bin/sh", "-c", script}, Policy: newPolicy(ws).WithNetwork(bwrap.NetHost), Substrate: sub}
+			if _, err := runSpec(context.Background(), open); !errors.Is(err, refusal.CapabilityRefused) {
+				t.Fatalf("net:host on oci: %v, want CapabilityRefused", err)
+			}
+			return
 		}
 		res = run(t, newPolicy(ws).WithNetwork(bwrap.NetHost), script, on(sub))
 		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from the host") {

@@ -188,7 +188,7 @@ func TestLimitsEndABombAndABalloon(t *testing.T) {
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("the run took %v: its children outlived it", d)
 		}
-		if !mentions(res.Mechanisms, "pids.max", "RLIMIT_NPROC") {
+		if !mentions(res.Mechanisms, "pids.max", "RLIMIT_NPROC", "linux.resources.pids") {
 			t.Errorf("the result names no process limit: %q", res.Mechanisms)
 		}
 
@@ -202,7 +202,7 @@ print("held", len(chunks) * 8, "MiB")`
 		if strings.Contains(res.Stdout, "held") || res.ExitCode == 0 {
 			t.Fatalf("the balloon held 512MiB under memory:64MiB: %v %q %q", res, res.Stdout, res.Stderr)
 		}
-		if !mentions(res.Mechanisms, "memory.limit_in_bytes", "RLIMIT_AS") {
+		if !mentions(res.Mechanisms, "memory.limit_in_bytes", "RLIMIT_AS", "linux.resources.memory") {
 			t.Errorf("the result names no memory limit: %q", res.Mechanisms)
 		}
 		if mentions(res.Mechanisms, "memory.limit_in_bytes") && !strings.Contains(strings.Join(res.Notes, "\n"), "memory limit (64MiB, cgroup)") {

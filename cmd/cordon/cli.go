@@ -24,6 +24,7 @@ import (
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -300,6 +301,7 @@ func (e *env) admitter(toRun, cite bool) (*admission.Admitter, error) {
 			admission.KindWasm:   wasm.Enforcer{},
 			host.Name:            host.Enforcer{},
 			landlock.Name:        landlock.Enforcer{},
+			oci.Name:             oci.NewEnforcer(oci.EnforcerConfig{Workspace: e.workspaceDir(), Harness: h}),
 		},
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func TestJSONErrorsAreOneObject(t *testing.T) {
 		{[]string{"fs", "read", "missing"}, "NotFound", exitError, "read", "missing"},
 		{[]string{"run", "nosuch"}, "UnknownTool", exitError, "load", "nosuch"},
 		{[]string{"tools", "remove", "nosuch"}, "UnknownTool", exitError, "remove", "nosuch"},
-		{[]string{"exec", "--substrate", "oci", "--", "true"}, "SandboxUnavailable", exitCannotRun, "", ""},
+		{[]string{"exec", "--substrate", "oci", "--net", "host", "--", "true"}, "CapabilityRefused", exitRefused, "exec", "true"},
 	} {
 		code, stdout, stderr := cordonMain(t, "data", append([]string{"-w", ws, "--json"}, tc.args...)...)
 		var e errorJSON

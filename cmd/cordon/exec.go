@@ -10,12 +10,12 @@ import (
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/evidence"
 	"github.com/cordon-run/cordon/internal/capture"
-	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 func init() {
@@ -23,19 +23,20 @@ func init() {
 }
 
 const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--env NAME]...
-                   [--tmp-size SIZE] [--memory SIZE] [--pids N] [--cpu D] [--substrate bwrap|landlock]
+                   [--tmp-size SIZE] [--memory SIZE] [--pids N] [--cpu D] [--substrate bwrap|landlock|oci]
                    [--no-sandbox] [--autonomy supervised|unattended] [--receipt] [--json] -- CMD ARGS...
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
   --env NAME          pass cordon's value of NAME into the sandbox (repeatable; unset names are left out)
-  --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB; bwrap only)
+  --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB; bwrap and oci)
   --memory SIZE       memory limit of the whole run (a cgroup where cordon can make one, else RLIMIT_AS)
   --pids N            process limit (default 4096; a cgroup, else RLIMIT_NPROC)
   --cpu D             processor time limit of each process (RLIMIT_CPU)
   --substrate S       bwrap (default): bubblewrap's mount table, seccomp and limits; landlock: Landlock,
-                      seccomp and limits, for hosts where bubblewrap cannot create a sandbox
-                      (no fallback from one to the other)
+                      seccomp and limits, for hosts where bubblewrap cannot create a sandbox; oci: the
+                      same sandbox as bwrap's, as a container of runc or crun (net:none only)
+                      (no fallback from one to another)
   --no-sandbox        run on the host without a sandbox (results say "sandboxed": false)
   --autonomy L        supervised (default): a person approves each run; unattended: start only in a
                       disposable root with fresh evidence, the sandbox on, no network, limits and a
@@ -80,15 +81,13 @@ func runExec(e *env, args []string) int {
 	switch {
 	case *noSandbox:
 		sub = host.Name
-	case *substrateName == bwrap.Name, *substrateName == landlock.Name:
+	case *substrateName == bwrap.Name, *substrateName == landlock.Name, *substrateName == oci.Name:
 		sub = *substrateName
-	case *substrateName == "oci":
-		return e.fail(refusal.Errorf(refusal.SandboxUnavailable, "substrate oci is not available in this build; use --substrate bwrap or landlock, or --no-sandbox"))
 	default:
 		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap, landlock or oci", *substrateName))
 	}
-	if sub != bwrap.Name && fs.Changed("tmp-size") {
-		return e.usageError(fmt.Sprintf("--tmp-size caps the /tmp that bubblewrap mounts; the %s substrate has none to cap; drop --tmp-size", sub))
+	if sub != bwrap.Name && sub != oci.Name && fs.Changed("tmp-size") {
+		return e.usageError(fmt.Sprintf("--tmp-size caps the /tmp that bubblewrap (or the bundle) mounts; the %s substrate has none to cap; drop --tmp-size", sub))
 	}
 	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, *maxOutput, *netName, *tmpSize, *envNames, *memory, *pids, *cpu)
 	if code >= 0 {
@@ -220,7 +219,7 @@ func (e *env) execCapabilities(netSet bool, sub string, timeout time.Duration, m
 			return capabilities.Set{}, exitUsage
 		}
 	}
-	if sub == bwrap.Name {
+	if sub == bwrap.Name || sub == oci.Name {
 		n, err := capture.ParseSize(tmpSize)
 		if err != nil {
 			return capabilities.Set{}, e.usageError("--tmp-size: " + err.Error())

@@ -138,12 +138,12 @@ func TestExecHelp(t *testing.T) {
 
 func TestExecCannotRunThis(t *testing.T) {
 	ws := tempWorkspace(t)
+	t.Setenv("PATH", t.TempDir()) // no OCI runtime in it
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
-		{[]string{"exec", "--substrate", "oci", "--", "true"}, "substrate oci is not available in this build"},
+		{[]string{"exec", "--substrate", "oci", "--", "true"}, "no OCI runtime runs a bundle here (runc: not found; crun: not found); install runc"},
 	} {
 		code, _, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
 		if code != exitCannotRun || !strings.Contains(stderr, tc.want) {

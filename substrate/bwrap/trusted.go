@@ -11,6 +11,13 @@ import (
 	"github.com/cordon-run/cordon/internal/placeholder"
 )
 
+// TrustedProgram resolves a program cordon runs on the host for a
+// sandbox (bubblewrap, an OCI runtime) and returns the path to run, as
+// trustedProgram does for bwrap; a refusal is an [ErrUnavailable].
+func TrustedProgram(bin, ws string, h harness.Config) (string, error) {
+	return trustedProgram(bin, ws, h)
+}
+
 // trustedProgram resolves the bwrap program bin and returns the path to
 // run: the resolved one, so that no link is followed between the check and
 // the exec. It refuses a program that someone other than this user and
@@ -33,7 +40,11 @@ func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 		return "", Unavailable(fmt.Errorf("cannot resolve %s: %w", bin, err))
 	}
 	refuse := func(why string) error {
-		return Unavailable(fmt.Errorf("refusing to run %s: %s; install bubblewrap from your distribution (root's /usr/bin/bwrap)", real, why))
+		fix := "install bubblewrap from your distribution (root's /usr/bin/bwrap)"
+		if filepath.Base(real) != "bwrap" {
+			fix = "install " + filepath.Base(real) + " from your distribution, owned by root"
+		}
+		return Unavailable(fmt.Errorf("refusing to run %s: %s; %s", real, why, fix))
 	}
 	if ws != "" {
 		if abs, err := filepath.Abs(ws); err == nil {
