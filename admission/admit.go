@@ -540,6 +540,18 @@ func checkSubstrate(ctx context.Context, a *Admitter, s *state) bool {
 		return true // validate reported it
 	}
 	e := a.cfg.Substrates[s.decl.Kind]
+	if sub := s.decl.Substrate; s.decl.Kind == KindNative && sub != "" && sub != "bwrap" {
+		// A native tool on another substrate: the one of that name.
+		if e = a.cfg.Substrates[sub]; e != nil && e.Name() != sub {
+			e = nil
+		}
+		if e == nil {
+			s.refuse(Reason{Check: "substrate", Field: "substrate", Err: ErrCapabilityRefused,
+				Blocked: fmt.Sprintf("the %s substrate is not in this cordon", sub),
+				Instead: "\"substrate\": \"bwrap\""})
+			return true
+		}
+	}
 	if e == nil {
 		s.refuse(Reason{Check: "substrate", Field: "kind", Err: ErrCapabilityRefused,
 			Blocked: fmt.Sprintf("no substrate runs %s tools in this cordon", s.decl.Kind),

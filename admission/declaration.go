@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -37,14 +38,19 @@ const (
 type Declaration struct {
 	Name         string          `json:"name"`
 	Description  string          `json:"description,omitempty"`
-	Kind         string          `json:"kind"`              // "native" or "wasm"
-	Command      []string        `json:"command,omitempty"` // native: the program and its arguments
-	Module       string          `json:"module,omitempty"`  // wasm: the module, relative to the declaration
-	Args         []string        `json:"args,omitempty"`    // wasm: fixed arguments after the tool's name in the module's argv
-	Files        []string        `json:"files,omitempty"`   // native: files the tool brings, relative to the declaration
-	Capabilities []string        `json:"capabilities"`      // required; [] asks for nothing
+	Kind         string          `json:"kind"`                // "native" or "wasm"
+	Substrate    string          `json:"substrate,omitempty"` // native: "bwrap" (the default), "landlock" or "oci"
+	Command      []string        `json:"command,omitempty"`   // native: the program and its arguments
+	Module       string          `json:"module,omitempty"`    // wasm: the module, relative to the declaration
+	Args         []string        `json:"args,omitempty"`      // wasm: fixed arguments after the tool's name in the module's argv
+	Files        []string        `json:"files,omitempty"`     // native: files the tool brings, relative to the declaration
+	Capabilities []string        `json:"capabilities"`        // required; [] asks for nothing
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 }
+
+// nativeSubstrates are what a native tool's substrate may say ("" is
+// bwrap).
+var nativeSubstrates = []string{"", "bwrap", "landlock", "oci"}
 
 // fields lists the declaration's JSON fields and the type each takes, for
 // strict decoding and for messages.
@@ -52,6 +58,7 @@ var fields = map[string]string{
 	"name":         "a string",
 	"description":  "a string",
 	"kind":         "a string",
+	"substrate":    "a string",
 	"command":      "an array of strings",
 	"module":       "a string",
 	"args":         "an array of strings",
@@ -61,7 +68,7 @@ var fields = map[string]string{
 }
 
 func fieldList() string {
-	return "name, description, kind, command, module, args, files, capabilities, input_schema"
+	return "name, description, kind, substrate, command, module, args, files, capabilities, input_schema"
 }
 
 // String summarises the declaration for messages and logs.
@@ -106,6 +113,9 @@ func (d *Declaration) Validate() []Reason {
 		if d.Module != "" {
 			bad("module", "command", "module belongs to wasm tools; a native tool names its program in command")
 		}
+		if !slices.Contains(nativeSubstrates, d.Substrate) {
+			bad("substrate", "\"substrate\": \"bwrap\", \"landlock\" or \"oci\"", "substrate %q runs no native tool", shorten(d.Substrate))
+		}
 		if len(d.Args) > 0 {
 			bad("args", "command", "args belong to wasm tools; a native tool gives its arguments in command")
 		}
@@ -120,6 +130,9 @@ func (d *Declaration) Validate() []Reason {
 		}
 		if len(d.Files) > 0 {
 			bad("files", "module", "files belong to native tools; a wasm tool brings its module")
+		}
+		if d.Substrate != "" && d.Substrate != KindWasm {
+			bad("substrate", "no substrate (a wasm tool runs on wazero)", "substrate belongs to native tools")
 		}
 		if len(d.Args) > MaxCommandArgs-1 {
 			bad("args", "", "args has more than %d elements", MaxCommandArgs-1)

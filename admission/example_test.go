@@ -15,6 +15,6 @@ func ExampleDecode() {
 	fmt.Println(d, d.Validate())
 	// Output:
 	// cannot decode the json declaration (line 1): duplicate key "name"
-	// cannot decode the yaml declaration: unknown field "sandbox"; the fields are name, description, kind, command, module, args, files, capabilities, input_schema
+	// cannot decode the yaml declaration: unknown field "sandbox"; the fields are name, description, kind, substrate, command, module, args, files, capabilities, input_schema
 	// native tool "hello" (sh -c echo hi) asking for [] []
 }

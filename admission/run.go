@@ -82,6 +82,9 @@ func (a *Admitter) Prepare(ctx context.Context, reg *Registry, name string, inpu
 	g := t.Grant
 	p := &Prepared{Tool: t, Grant: g, Workspace: a.root, Harness: a.harness}
 	e := a.cfg.Substrates[g.Kind]
+	if g.Kind == KindNative && (e == nil || e.Name() != g.Substrate) {
+		e = a.cfg.Substrates[g.Substrate] // a tool declared for another native substrate
+	}
 	if e == nil || e.Name() != g.Substrate {
 		return nil, fmt.Errorf("%w: tool %q was admitted for the %s substrate, which this cordon does not run", ErrCapabilityRefused, name, g.Substrate)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 func requireSandbox(t *testing.T) {
@@ -147,5 +148,48 @@ func TestAdmitRefusal(t *testing.T) {
 	}
 	if r := cordon(t, "{", "admit", "-w", ws, "-"); r.code != 3 || !strings.Contains(r.stderr, "InvalidDeclaration") && !strings.Contains(r.stderr, "cannot decode") {
 		t.Fatalf("admit of broken JSON: %+v", r)
+	}
+}
+
+// TestAToolOnTheOCISubstrate: a native tool declared for the oci
+// substrate is admitted with the bundle's mechanisms and runs as a
+// container (runc): its write in the workspace lands, its write of
+// .git/config does not. A substrate no native tool runs on, or one on a
+// wasm tool, is refused as an invalid declaration.
+func TestAToolOnTheOCISubstrate(t *testing.T) {
+	_, err := oci.Detect(context.Background(), os.Getenv("PATH"), "", testenv.Harness(t))
+	testenv.Require(t, err == nil, "an OCI runtime (runc): %v", err)
+	ws := toolWorkspace(t)
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "tools", "mark.json"), []byte(`{"name": "mark", "kind": "native", "substrate": "oci",
+ "command": ["sh", "-c", "touch made && echo made; (echo x >> .git/config) 2>/dev/null || echo config-ro"],
+ "capabilities": ["fs.read:workspace", "fs.write:workspace", "time:20s"]}`), 0o644)
+	r := cordon(t, "", "admit", "-w", ws, "--json", filepath.Join(ws, "tools", "mark.json"))
+	var g struct {
+		Substrate  string              `json:"substrate"`
+		Mechanisms map[string][]string `json:"mechanisms"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || r.code != 0 || g.Substrate != oci.Name ||
+		!strings.Contains(strings.Join(g.Mechanisms["fs.write:workspace"], "\n"), "mounts: <ws> bind rbind,rw") {
+		t.Fatalf("admit: %v %+v", err, r)
+	}
+	r = cordon(t, "", "run", "-w", ws, "--json", "mark")
+	if r.code != 0 || !strings.Contains(r.stdout, `"stdout":"made\nconfig-ro\n"`) || !strings.Contains(r.stdout, `"substrate":"oci"`) {
+		t.Fatalf("run: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made")); err != nil {
+		t.Error("the tool's write in the workspace is not there")
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(data) != "[core]\n" {
+		t.Errorf(".git/config is %q", data)
+	}
+	for _, decl := range []string{
+		`{"name": "bad", "kind": "native", "substrate": "qemu", "command": ["true"], "capabilities": []}`,
+		`{"name": "bad", "kind": "wasm", "substrate": "oci", "module": "x.wasm", "capabilities": []}`,
+	} {
+		if r := cordon(t, decl, "admit", "-w", ws, "--json", "-"); r.code != 3 || !strings.Contains(r.stdout, "InvalidDeclaration") || !strings.Contains(r.stdout, "substrate") {
+			t.Errorf("admit %s: %+v", decl, r)
+		}
 	}
 }
