@@ -274,6 +274,28 @@ func (r *Runtime) runOCI(ctx context.Context, p *admission.Prepared, res *Result
 	return nil
 }
 
+// Bundle writes the OCI bundle of a native run of p to dir, which must
+// not exist, for another engine to run ([oci.WriteBundle]): the sandbox
+// the run would get on bwrap or oci, stated as config.json. It returns
+// how many absent protected paths have stand-ins in it.
+func (r *Runtime) Bundle(p *admission.Prepared, dir string) (int, error) {
+	switch p.Grant.Substrate {
+	case bwrap.Name, oci.Name:
+	default:
+		return 0, refusal.Errorf(refusal.CapabilityRefused, "a bundle states a native sandbox of bwrap's; %q runs on %s", p.Grant.Tool, p.Grant.Substrate)
+	}
+	spec, err := r.bwrapSpec(p)
+	if err != nil {
+		return 0, err
+	}
+	sb, err := spec.Policy.Prepare(spec.Environ)
+	if err != nil {
+		return 0, err
+	}
+	defer sb.Close()
+	return len(sb.Placeholders()), oci.WriteBundle(sb, p.Command, oci.DefaultOptions(), dir)
+}
+
 func (r *Runtime) runHost(ctx context.Context, p *admission.Prepared, res *Result) error {
 	g := p.Grant
 	o, mechs, err := host.Run(ctx, host.Spec{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -190,6 +191,55 @@ func TestAToolOnTheOCISubstrate(t *testing.T) {
 	} {
 		if r := cordon(t, decl, "admit", "-w", ws, "--json", "-"); r.code != 3 || !strings.Contains(r.stdout, "InvalidDeclaration") || !strings.Contains(r.stdout, "substrate") {
 			t.Errorf("admit %s: %+v", decl, r)
+		}
+	}
+}
+
+// TestOCIBundle: cordon oci bundle writes a bundle that runc runs later,
+// the session that made it over (a command's, and an admitted tool's),
+// and refuses a directory inside the workspace or one that exists.
+func TestOCIBundle(t *testing.T) {
+	runc, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	ws := toolWorkspace(t)
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644)
+	out := t.TempDir()
+	runBundle := func(dir, stdin string) string {
+		t.Helper()
+		state := t.TempDir()
+		name := "cordon-test-" + filepath.Base(dir)
+		defer exec.Command(runc, "--root", state, "delete", "--force", name).Run()
+		c := exec.Command(runc, "--root", state, "run", "--bundle", dir, name)
+		c.Stdin = strings.NewReader(stdin)
+		b, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("runc run %s: %v\n%s", dir, err, b)
+		}
+		return string(b)
+	}
+	cmd := filepath.Join(out, "cmd")
+	r := cordon(t, "", "oci", "bundle", "-w", ws, "--out", cmd, "--", "sh", "-c", "(echo x >> .git/config) 2>/dev/null || echo config-ro; wc -l < notes.txt")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != cmd {
+		t.Fatalf("oci bundle: %+v", r)
+	}
+	if got := runBundle(cmd, ""); got != "config-ro\n3\n" {
+		t.Errorf("the command's bundle said %q", got)
+	}
+	if r := cordon(t, "", "admit", "-w", ws, filepath.Join(ws, "tools", "count.yaml")); r.code != 0 {
+		t.Fatalf("admit: %+v", r)
+	}
+	tool := filepath.Join(out, "tool")
+	if r := cordon(t, "", "oci", "bundle", "-w", ws, "--json", "--out", tool, "--tool", "count-lines", "--input", `{"file": "notes.txt"}`); r.code != 0 || !strings.Contains(r.stdout, `"substrate":"bwrap"`) {
+		t.Fatalf("oci bundle --tool: %+v", r)
+	}
+	// The tool's input is the container's standard input, as at a run.
+	if got := runBundle(tool, `{"file": "notes.txt"}`); !strings.HasPrefix(got, "3\n") || strings.Contains(got, "WROTE") {
+		t.Errorf("the tool's bundle said %q", got)
+	}
+	for _, dir := range []string{filepath.Join(ws, "b"), cmd} {
+		if r := cordon(t, "", "oci", "bundle", "-w", ws, "--out", dir, "--", "true"); r.code != exitUsage {
+			t.Errorf("oci bundle --out %s: %+v", dir, r)
 		}
 	}
 }

@@ -540,6 +540,37 @@ func (s *Sandbox) Env() []string { return slices.Clone(s.env) }
 // Policy returns the policy the sandbox was prepared from.
 func (s *Sandbox) Policy() Policy { return s.policy }
 
+// A Placeholder stands for an absent protected path while the sandbox's
+// session lasts: an empty directory, or a file holding Content, which
+// the last run of the workspace to end removes.
+type Placeholder struct {
+	Path    string // absolute
+	Dir     bool
+	Content string
+}
+
+// Placeholders returns the placeholders this sandbox's session made (not
+// those that stay, inside a git directory, nor another run's).
+func (s *Sandbox) Placeholders() []Placeholder {
+	s.mu.Lock()
+	sess, prot := s.session, s.protected
+	s.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	content := map[string]string{}
+	if prot != nil {
+		for _, q := range prot.Paths() {
+			content[filepath.Join(s.policy.workspace, filepath.FromSlash(q.Rel))] = q.Content
+		}
+	}
+	var out []Placeholder
+	for _, e := range sess.Created() {
+		out = append(out, Placeholder{Path: e.Path, Dir: e.Dir, Content: content[e.Path]})
+	}
+	return out
+}
+
 // Protected returns the protected set the sandbox enforces (nil unless the
 // workspace is writable).
 func (s *Sandbox) Protected() *harness.Protected { return s.protected }

@@ -336,3 +336,58 @@ func TestRuncHoldsTheLimits(t *testing.T) {
 		t.Errorf("the container's command said %q, want 15 forks (16 processes with itself)", strings.TrimSpace(out))
 	}
 }
+
+// TestABundleForAnotherEngine: a bundle written for later runs after the
+// session that made it has ended and its placeholders are gone: runc,
+// started in another directory, finds the stand-ins in the bundle, the
+// absent protected paths stay read-only and .git/config too, and the
+// workspace is writable.
+func TestABundleForAnotherEngine(t *testing.T) {
+	runc, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	ws := gitWorkspace(t)
+	sb, err := bwrap.NewPolicy(ws, testHarness).Prepare(os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Absent paths are masked by empty directories (files too: .envrc),
+	// which the session made and removes.
+	var dirs []string
+	for _, p := range sb.Placeholders() {
+		if p.Dir {
+			dirs = append(dirs, p.Path)
+		}
+	}
+	vscode, envrc := filepath.Join(ws, ".vscode"), filepath.Join(ws, ".envrc")
+	if !slices.Contains(dirs, vscode) || !slices.Contains(dirs, envrc) {
+		t.Fatalf("no placeholders of .vscode and .envrc to stand in for: %+v", sb.Placeholders())
+	}
+	script := `touch ok && echo ws-writable; (echo x >> .git/config) 2>/dev/null || echo config-ro; ` +
+		`(echo x > .envrc) 2>/dev/null || echo envrc-masked; touch .vscode/tasks.json 2>/dev/null || echo vscode-ro`
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	if err := WriteBundle(sb, []string{"/bin/sh", "-c", script}, DefaultOptions(), bundle); err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	if _, err := os.Lstat(vscode); err == nil {
+		t.Fatalf("the placeholder %s outlived its session", vscode)
+	}
+	var id [6]byte
+	rand.Read(id[:])
+	name, state := "cordon-test-"+hex.EncodeToString(id[:]), t.TempDir()
+	defer exec.Command(runc, "--root", state, "delete", "--force", name).Run()
+	cmd := exec.Command(runc, "--root", state, "run", "--bundle", bundle, name)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("runc run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ws-writable", "config-ro", "envrc-masked", "vscode-ro"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the container did not say %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(vscode, "tasks.json")); err == nil {
+		t.Error("the container wrote .vscode/tasks.json")
+	}
+}
