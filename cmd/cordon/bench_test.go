@@ -418,3 +418,54 @@ func BenchmarkSubstrates(b *testing.B) {
 	b.ReportMetric(us(mrs-mr), "seccomp-added-µs")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkOCI runs `true`, interleaved in one loop: through `cordon exec
+// --substrate oci`; as raw `runc run` of the bundle `cordon oci bundle`
+// writes for it (the same config.json, a container of its own each run);
+// through `cordon exec` on bwrap; and bare. The figure of the issue is
+// oci-cordon/raw-runc.
+func BenchmarkOCI(b *testing.B) {
+	needBwrap(b)
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		b.Skip("runc:", err)
+	}
+	cordon := buildCordon(b)
+	benchHarness(b)
+	ws := benchWorkspace(b)
+	bundle := filepath.Join(b.TempDir(), "bundle")
+	c := exec.Command(cordon, "oci", "bundle", "--out", bundle, "--", "true")
+	c.Dir = ws
+	if out, err := c.CombinedOutput(); err != nil {
+		b.Fatalf("oci bundle: %v %s", err, out)
+	}
+	state := b.TempDir()
+	trueBin, _ := exec.LookPath("true")
+	var bare, ociCLI, raw, bwCLI []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		bare = append(bare, timeRun(b, exec.Command(trueBin)))
+
+		c := exec.Command(cordon, "exec", "--substrate", "oci", "--", "true")
+		c.Dir = ws
+		ociCLI = append(ociCLI, timeRun(b, c))
+
+		name := fmt.Sprintf("cordon-bench-%d-%d", os.Getpid(), i)
+		raw = append(raw, timeRun(b, exec.Command(runc, "--root", state, "run", "--bundle", bundle, name)))
+		exec.Command(runc, "--root", state, "delete", "--force", name).Run()
+
+		c = exec.Command(cordon, "exec", "--", "true")
+		c.Dir = ws
+		bwCLI = append(bwCLI, timeRun(b, c))
+	}
+	b.StopTimer()
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+	mb, mo, mr, mw := median(bare), median(ociCLI), median(raw), median(bwCLI)
+	b.ReportMetric(us(mb), "bare-µs")
+	b.ReportMetric(us(mo), "oci-cordon-µs")
+	b.ReportMetric(us(mr), "raw-runc-µs")
+	b.ReportMetric(us(mw), "bwrap-cordon-µs")
+	b.ReportMetric(float64(mo)/float64(mr), "oci-cordon/raw-runc")
+	b.ReportMetric(float64(mr)/float64(mw), "raw-runc/bwrap-cordon")
+	b.ReportMetric(0, "ns/op")
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/proc"
@@ -48,8 +50,10 @@ type detection struct {
 }
 
 // Detect returns the first OCI runtime of PATH that runs a bundle here —
-// proved by running one, the host's / read-only and `true` in it — and
-// remembers the answer for the life of the process. ws and h: a runtime
+// proved by running one, the host's / read-only and `true` in it, or by
+// another process's proof of the same file for this kernel and user in
+// the last hour (the state directory's facts) — and remembers the answer
+// for the life of the process. ws and h: a runtime
 // inside a workspace, or one another user could replace, is never run.
 // The error matches [refusal.SandboxUnavailable] and says why each one
 // failed.
@@ -71,12 +75,18 @@ func Detect(ctx context.Context, path, ws string, h harness.Config) (Runtime, er
 			continue
 		}
 		rt := Runtime{Name: name, Path: bin}
+		if v, ok := proved(h.StateDir(), bin); ok {
+			rt.Version = v
+			detected[path] = detection{rt: rt}
+			return rt, nil
+		}
 		if err := rt.probe(ctx, h.StateDir()); err != nil {
 			why = append(why, name+": "+err.Error())
 			continue
 		}
 		out, _ := exec.CommandContext(ctx, bin, "--version").Output()
 		rt.Version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+		remember(h.StateDir(), bin, rt.Version)
 		detected[path] = detection{rt: rt}
 		return rt, nil
 	}
@@ -202,8 +212,10 @@ type RunSpec struct {
 // prepared as bwrap's run prepares it (the run lock, the protected set,
 // the placeholders), stated as a bundle ([Spec]) and run by `runtime run`
 // in the foreground, its output bounded and its time limited by package
-// proc. The container is deleted (--force: every process of it killed)
-// as soon as the runtime has exited, whatever ended the run. An error
+// proc. The runtime deletes the container when its command ends; when
+// the runtime itself was killed (the deadline, a cancel), the container
+// is deleted (--force: every process of it killed) as soon as it has
+// exited. An error
 // means the command did not start: the sandbox could not be prepared or
 // stated, or the runtime did not create the container (no pid file).
 func Run(ctx context.Context, s RunSpec) (substrate.Outcome, error) {
@@ -242,14 +254,18 @@ func Run(ctx context.Context, s RunSpec) (substrate.Outcome, error) {
 	if err != nil {
 		return substrate.Outcome{}, refusal.Errorf(refusal.SandboxUnavailable, "cannot run %s: %v", s.Runtime.Path, err)
 	}
-	// The runtime gone (its command's end, or killed at the deadline,
-	// which leaves the container running), the container goes: its
+	// The runtime gone: after its command's end it deleted the container
+	// itself (run without --keep); killed at the deadline or at a
+	// cancel, it left the container running, which goes now: its
 	// processes are killed, and its output ends.
 	deleted := make(chan struct{})
 	go func() {
+		defer close(deleted)
 		<-t.Exited()
+		if st := cmd.ProcessState; st != nil && st.Exited() {
+			return
+		}
 		exec.Command(s.Runtime.Path, "--root", b.state, "delete", "--force", b.id).Run()
-		close(deleted)
 	}()
 	o := t.Wait(ctx)
 	<-deleted
@@ -282,4 +298,84 @@ func execFailure(stderr string) (int, string) {
 		return 126, "permission denied"
 	}
 	return 0, ""
+}
+
+// proofAge is how long a runtime's proof counts for other processes.
+const proofAge = time.Hour
+
+// proof is what the state directory keeps of a runtime that ran a
+// bundle: the file it was, the kernel and user it ran for, and when.
+type proof struct {
+	Path    string    `json:"path"`
+	Dev     uint64    `json:"dev"`
+	Ino     uint64    `json:"ino"`
+	Size    int64     `json:"size"`
+	Mtime   int64     `json:"mtime"`
+	Ctime   int64     `json:"ctime"`
+	Kernel  string    `json:"kernel"`
+	UID     int       `json:"uid"`
+	Version string    `json:"version"`
+	At      time.Time `json:"at"`
+}
+
+func proofOf(bin string) (proof, bool) {
+	var st unix.Stat_t
+	var u unix.Utsname
+	if unix.Stat(bin, &st) != nil || unix.Uname(&u) != nil {
+		return proof{}, false
+	}
+	return proof{Path: bin, Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(),
+		Kernel: unix.ByteSliceToString(u.Release[:]), UID: os.Geteuid()}, true
+}
+
+func proofFile(stateDir, bin string) string {
+	return filepath.Join(stateDir, "facts", "oci-"+filepath.Base(bin)+".json")
+}
+
+// proved reports whether another process proved bin, unchanged, on this
+// kernel for this user within proofAge, and returns its version: a stat
+// instead of a container for every new cordon process. A run that then
+// fails to create its container says so (SandboxSetup).
+func proved(stateDir, bin string) (string, bool) {
+	want, ok := proofOf(bin)
+	if stateDir == "" || !ok {
+		return "", false
+	}
+	f, err := os.OpenFile(proofFile(stateDir, bin), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var got proof
+	if json.NewDecoder(io.LimitReader(f, 4<<10)).Decode(&got) != nil || time.Since(got.At) > proofAge || got.At.After(time.Now()) {
+		return "", false
+	}
+	v := got.Version
+	want.Version, want.At = v, got.At
+	return v, got == want
+}
+
+// remember keeps the proof of bin; failing to is harmless.
+func remember(stateDir, bin, version string) {
+	p, ok := proofOf(bin)
+	if stateDir == "" || !ok {
+		return
+	}
+	dir, err := userdir.EnsurePath(stateDir, "facts")
+	if err != nil {
+		return
+	}
+	p.Version, p.At = version, time.Now().UTC()
+	data, _ := json.Marshal(p)
+	tmp, err := os.CreateTemp(dir, ".oci-proof-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil && cerr == nil {
+		err = os.Rename(tmp.Name(), proofFile(stateDir, bin))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
 }

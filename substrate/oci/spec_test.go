@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -389,5 +391,52 @@ func TestABundleForAnotherEngine(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(vscode, "tasks.json")); err == nil {
 		t.Error("the container wrote .vscode/tasks.json")
+	}
+}
+
+// TestDetectTakesAFreshProof: Detect proves a runtime by running a
+// bundle and keeps the proof in the state directory; another process
+// (here: the cache of this one emptied) takes a proof of the same file
+// from the last hour instead of running one, and runs one again when the
+// proof is older or of another file.
+func TestDetectTakesAFreshProof(t *testing.T) {
+	_, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	h := testenv.Harness(t)
+	forget := func() {
+		detectMu.Lock()
+		clear(detected)
+		detectMu.Unlock()
+	}
+	forget()
+	rt, err := Detect(context.Background(), os.Getenv("PATH"), "", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := proofFile(h.StateDir(), rt.Path)
+	var p proof
+	if data, err := os.ReadFile(file); err != nil || json.Unmarshal(data, &p) != nil || p.Path != rt.Path || p.Version != rt.Version {
+		t.Fatalf("no proof of %s kept: %v %+v", rt.Path, err, p)
+	}
+	rewrite := func(f func(*proof)) {
+		q := p
+		f(&q)
+		data, _ := json.Marshal(q)
+		os.WriteFile(file, data, 0o600)
+		forget()
+	}
+	rewrite(func(q *proof) { q.Version = "proved elsewhere" })
+	if got, err := Detect(context.Background(), os.Getenv("PATH"), "", h); err != nil || got.Version != "proved elsewhere" {
+		t.Errorf("a fresh proof was not taken: %+v %v", got, err)
+	}
+	for name, f := range map[string]func(*proof){
+		"older than an hour": func(q *proof) { q.Version, q.At = "proved elsewhere", q.At.Add(-2*time.Hour) },
+		"of another file":    func(q *proof) { q.Version, q.Ino = "proved elsewhere", q.Ino+1 },
+		"of another user":    func(q *proof) { q.Version, q.UID = "proved elsewhere", q.UID+1 },
+	} {
+		rewrite(f)
+		if got, err := Detect(context.Background(), os.Getenv("PATH"), "", h); err != nil || got.Version == "proved elsewhere" {
+			t.Errorf("a proof %s was taken: %+v %v", name, got, err)
+		}
 	}
 }
