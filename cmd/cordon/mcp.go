@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 func init() {
@@ -22,7 +23,7 @@ func init() {
 }
 
 const mcpUsage = `usage: cordon mcp [-w DIR] [--autonomy supervised|unattended] [--net none|host]
-                  [--substrate bwrap|landlock] [--no-sandbox] [--memory SIZE] [--pids N]
+                  [--substrate bwrap|landlock|oci] [--no-sandbox] [--memory SIZE] [--pids N]
                   [--timeout D] [--max-timeout D] [--env NAME]... [--pool N]
 
 Serves the workspace over MCP on stdin/stdout: read_file, write_file, edit_file,
@@ -68,13 +69,13 @@ func runMCP(e *env, args []string) int {
 	switch {
 	case *noSandbox:
 		sub = host.Name
-	case sub != bwrap.Name && sub != landlock.Name:
-		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap or landlock", sub))
+	case sub != bwrap.Name && sub != landlock.Name && sub != oci.Name:
+		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap, landlock or oci", sub))
 	}
 	// bash's fixed capabilities, as cordon exec makes them; a call sets
 	// only its timeout and output bound, within the ceilings.
 	tmp := capture.FormatSize(bwrap.DefaultTmpSize)
-	if sub != bwrap.Name {
+	if sub != bwrap.Name && sub != oci.Name {
 		tmp = ""
 	}
 	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, capture.FormatSize(256<<10), *netName, tmp, *envNames, *memory, *pids, 0)

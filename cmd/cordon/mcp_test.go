@@ -16,7 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/internal/wasmtest"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 // mcpSession starts `cordon mcp` in ws as a real process and connects
@@ -388,5 +390,24 @@ func TestMCPServerKilledLeavesNoSandbox(t *testing.T) {
 			t.Fatalf("sandboxes outlived their killed server by 3s: %v", processesIn(ws))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMCPServerOnOCI: with --substrate oci, bash runs in a runc container
+// of the same sandbox: its write in the workspace lands, its write of
+// .git/config does not, and the result says the substrate.
+func TestMCPServerOnOCI(t *testing.T) {
+	_, err := oci.Detect(context.Background(), os.Getenv("PATH"), "", testenv.Harness(t))
+	testenv.Require(t, err == nil, "an OCI runtime (runc): %v", err)
+	ws := tempWorkspace(t)
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644)
+	s := mcpSession(t, ws, nil, "--substrate", "oci")
+	got, isErr := call(t, s, "bash", map[string]any{"command": "echo hi > out.txt && cat out.txt; (echo x >> .git/config) 2>/dev/null || echo config-ro"})
+	if isErr || !strings.Contains(got, `hi\nconfig-ro`) || !strings.Contains(got, `"substrate":"oci"`) {
+		t.Fatalf("bash on oci: %s", got)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(data) != "[core]\n" {
+		t.Errorf(".git/config is %q", data)
 	}
 }
