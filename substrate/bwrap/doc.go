@@ -9,7 +9,8 @@
 // A sandboxed command sees, in this order of mounts:
 //
 //   - the host's / read-only ([ReadOnlyRoot]), a /dev whose only writable
-//     part is a capped /dev/shm, a /proc of its own PID namespace;
+//     part is a capped /dev/shm, a /proc of its own PID namespace (its
+//     /proc/sys read-only: uid 0 writes sysctls by their mode bits);
 //   - a fresh tmpfs on /tmp for every call, capped ([DefaultTmpSize],
 //     [Policy.WithTmpSize]), and an empty HOME, /tmp/home, on it;
 //   - empty, read-only, 1 MiB tmpfs over /home, /root and the caller's own

@@ -14,7 +14,7 @@ func mech(name, detail string) substrate.Mechanism {
 // bwrap flags behind it; [Policy.Mechanisms] lists those of one policy.
 var (
 	// ReadOnlyRoot: the host file system is visible and read-only.
-	ReadOnlyRoot = mech("ro-root", "--ro-bind / / --dev /dev --proc /proc")
+	ReadOnlyRoot = mech("ro-root", "--ro-bind / / --dev /dev --proc /proc --ro-bind /proc/sys /proc/sys")
 	// ReadOnlyDev: a fresh /dev of device nodes, read-only, with a capped
 	// /dev/shm of its own.
 	ReadOnlyDev = mech("ro-dev", "--dev /dev --perms 1777 --size <tmp> --tmpfs /dev/shm --remount-ro /dev")

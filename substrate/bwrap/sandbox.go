@@ -77,11 +77,22 @@ func namespaceArgs(net Network) []string {
 
 // baseArgs is the file system every sandbox starts from, [Detect]'s
 // included: the host read-only, a read-only /dev of device nodes with a
-// capped /dev/shm, /proc of the new PID namespace, a fresh capped /tmp.
+// capped /dev/shm, /proc of the new PID namespace with /proc/sys
+// read-only, a fresh capped /tmp.
+//
+// /proc/sys: the kernel lets uid 0 write a sysctl whatever its
+// capabilities (the check is the owner's mode bits), and a command run
+// by root is uid 0 in the sandbox — kernel.core_pattern, written, runs a
+// program of the workspace as the host's root at the next crash. bwrap
+// covers /proc/sysrq-trigger, /proc/irq and /proc/bus itself, but not
+// /proc/sys (its write test of the directory fails, so it leaves it
+// alone). The bind's source is the host's /proc/sys: the per-namespace
+// sysctls (net, ipc, uts) answer for the namespaces of the process that
+// reads them, the sandbox's.
 func baseArgs(tmpSize int64) []string {
 	size := strconv.FormatInt(tmpSize, 10)
 	return []string{"--ro-bind", "/", "/", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
-		"--proc", "/proc", "--size", size, "--tmpfs", "/tmp"}
+		"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--size", size, "--tmpfs", "/tmp"}
 }
 
 // Prepare checks the policy against the file system and makes the host side

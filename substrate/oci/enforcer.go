@@ -76,7 +76,7 @@ func mech(name, detail string) substrate.Mechanism {
 // fields of config.json behind it ([Spec] writes them from the
 // sandbox's bwrap options).
 var (
-	ReadOnlyRoot       = mech("ro-root", "root.path: an empty rootfs, readonly; mounts: / bind rbind,rro (recursively read-only), /proc proc, /dev tmpfs and devpts, readonlyPaths /dev")
+	ReadOnlyRoot       = mech("ro-root", "root.path: an empty rootfs, readonly; mounts: / bind rbind,ro,rro (recursively read-only), /proc proc, /dev tmpfs and devpts; readonlyPaths /dev, /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus")
 	TmpfsTmp           = "mounts: /tmp tmpfs size=%s; HOME a tmpfs of its own there, of the same size"
 	HideHomes          = mech("hide-homes", "mounts: tmpfs size=1MiB on /home, /root and the caller's home; readonlyPaths each")
 	HideServiceSockets = mech("hide-run", "mounts: tmpfs size=1MiB on /run and /var/run; readonlyPaths each")

@@ -187,9 +187,22 @@ func render(s *specs.Spec, args []string, o Options) error {
 			if err != nil {
 				return err
 			}
+			if within(v[1], "/proc") {
+				// The runtime mounts nothing into /proc; a read-only bind
+				// of a path onto itself there is a read-only path.
+				if a != "--ro-bind" || v[0] != v[1] {
+					return fmt.Errorf("oci: cannot state %s %s %s inside /proc", a, v[0], v[1])
+				}
+				s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, v[1])
+				i += 2
+				continue
+			}
 			opts := []string{"rbind", "rw"}
 			if a == "--ro-bind" {
-				opts = []string{"rbind", "rro"}
+				// rro for every mount below (runc 1.1, crun 1.4); ro too,
+				// for the top one where a runtime passes an option it does
+				// not know to the mount as data, which a bind ignores.
+				opts = []string{"rbind", "ro", "rro"}
 			}
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: v[1], Type: "bind", Source: v[0], Options: opts})
 			i += 2
@@ -199,6 +212,10 @@ func render(s *specs.Spec, args []string, o Options) error {
 				return err
 			}
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: v[0], Type: "proc", Source: "proc", Options: []string{"nosuid", "nodev", "noexec"}})
+			// What bwrap covers read-only in every /proc it mounts.
+			for _, p := range []string{"sysrq-trigger", "irq", "bus"} {
+				s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, v[0]+"/"+p)
+			}
 			i++
 		case "--dev":
 			v, err := value(i, 1)
@@ -243,7 +260,7 @@ func render(s *specs.Spec, args []string, o Options) error {
 		}
 	}
 	s.Linux.Namespaces = ns
-	if len(s.Mounts) == 0 || s.Mounts[0].Destination != "/" || s.Mounts[0].Source != "/" {
+	if len(s.Mounts) == 0 || s.Mounts[0].Destination != "/" || s.Mounts[0].Source != "/" || !slices.Contains(s.Mounts[0].Options, "ro") {
 		return fmt.Errorf("oci: the sandbox does not start from the host's / read-only")
 	}
 	return nil
