@@ -18,8 +18,13 @@ import (
 //   - personality(2) is refused for every persona but PER_LINUX, the
 //     query (0xffffffff) included: a rule can compare an argument with
 //     one value, and "neither 0 nor 0xffffffff" is two;
-//   - a call on another ABI (i386, x32) is killed, not refused: the form
-//     names the architectures filtered, and libseccomp kills the others.
+//   - a call on another ABI (i386, x32) kills the calling thread rather
+//     than being refused: the form names the architectures filtered, and
+//     libseccomp kills the others.
+//
+// And one wider, where it shows: the form names calls, and a runtime
+// whose libseccomp does not know a name (one newer than it) leaves that
+// call allowed; [Program] refuses by number.
 //
 // Only [NetNone] is stated: the inet families [NetTCP] and [NetHost]
 // allow are an allow-list, which this form (refusals on top of a default
