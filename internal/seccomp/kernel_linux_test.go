@@ -403,14 +403,7 @@ func runHelper(t *testing.T, mode, dir, listener string) map[string]string {
 	if err != nil {
 		t.Fatalf("helper %s: %v\n%s%s", mode, err, out, stderr.Bytes())
 	}
-	got := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), resultPrefix); ok {
-			name, result, _ := strings.Cut(line, "\t")
-			got[name] = result
-		}
-	}
+	got := outcomes(string(out))
 	if len(got) == 0 {
 		t.Fatalf("helper %s printed no outcomes:\n%s%s", mode, out, stderr.Bytes())
 	}
@@ -469,6 +462,19 @@ var byMetadata = map[string][3]string{
 	"fchmod(read-only fd of by-fd, 0640)":                    {"", "ok", "EPERM"},
 	"futimens: utimensat(read-only fd of by-fd, NULL, NULL)": {"", "ok", "ok"},
 	"futimens: utimensat(O_PATH fd of by-path, NULL, NULL)":  {"", "EBADF", "EBADF"},
+}
+
+// outcomes reads the helper's result lines, by check name.
+func outcomes(out string) map[string]string {
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), resultPrefix); ok {
+			name, result, _ := strings.Cut(line, "\t")
+			got[name] = result
+		}
+	}
+	return got
 }
 
 // TestKernel applies each policy in a child process and checks what the

@@ -1,18 +1,11 @@
 package seccomp
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -115,33 +108,10 @@ func runcHelper(t *testing.T, runc string, s *specs.LinuxSeccomp, dir, listener 
 			Seccomp: s,
 		},
 	}
-	bundle := t.TempDir()
-	os.Mkdir(filepath.Join(bundle, "rootfs"), 0o755)
-	data, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var id [6]byte
-	rand.Read(id[:])
-	cname, state := "cordon-test-"+hex.EncodeToString(id[:]), t.TempDir()
-	defer exec.Command(runc, "--root", state, "delete", "--force", cname).Run()
-	cmd := exec.Command(runc, "--root", state, "run", "--bundle", bundle, cname)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("runc run: %v\n%s%s", err, out, stderr.Bytes())
-	}
-	got := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), resultPrefix); ok {
-			name, result, _ := strings.Cut(line, "\t")
-			got[name] = result
-		}
-	}
+	out, stderr := testenv.RuncRun(t, runc, spec)
+	got := outcomes(out)
 	if len(got) == 0 {
-		t.Fatalf("the helper printed no outcomes under runc:\n%s%s", out, stderr.Bytes())
+		t.Fatalf("the helper printed no outcomes under runc:\n%s%s", out, stderr)
 	}
 	return got
 }

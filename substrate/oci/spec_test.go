@@ -249,7 +249,7 @@ func TestRuncRunsTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, errb := runcRun(t, runc, s)
+	out, errb := testenv.RuncRun(t, runc, s)
 	got := out
 	for _, want := range []string{"ws-writable", "host-ro", "config-ro", "home 0", "net 0", "home-tmp-writable", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "pid 1", "no-userns", "sysctl-ro"} {
 		if !strings.Contains(got, want) {
@@ -266,29 +266,6 @@ func TestRuncRunsTheSandbox(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "ok")); err != nil {
 		t.Error("the container's write in the workspace is not on the host")
 	}
-}
-
-// runcRun runs the bundle of s with runc and returns its output; the
-// container is deleted.
-func runcRun(t *testing.T, runc string, s *specs.Spec) (stdout, stderr string) {
-	t.Helper()
-	bundle := t.TempDir()
-	os.Mkdir(filepath.Join(bundle, "rootfs"), 0o755)
-	data, _ := json.Marshal(s)
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var id [6]byte
-	rand.Read(id[:])
-	name, state := "cordon-test-"+hex.EncodeToString(id[:]), t.TempDir()
-	defer exec.Command(runc, "--root", state, "delete", "--force", name).Run()
-	cmd := exec.Command(runc, "--root", state, "run", "--bundle", bundle, name)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("runc run: %v\n%s%s\n%s", err, out.String(), errb.String(), data)
-	}
-	return out.String(), errb.String()
 }
 
 // TestRuncHoldsTheLimits: the container of a sandbox limited to 16
@@ -336,7 +313,7 @@ func TestRuncHoldsTheLimits(t *testing.T) {
 	default:
 		t.Fatalf("no process limit here: %v", plan.Pids)
 	}
-	out, _ := runcRun(t, runc, s)
+	out, _ := testenv.RuncRun(t, runc, s)
 	var n int
 	if _, err := fmt.Sscanf(strings.TrimSpace(out), "forked %d", &n); err != nil || n != 15 {
 		t.Errorf("the container's command said %q, want 15 forks (16 processes with itself)", strings.TrimSpace(out))
