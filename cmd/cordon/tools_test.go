@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -241,5 +242,53 @@ func TestOCIBundle(t *testing.T) {
 		if r := cordon(t, "", "oci", "bundle", "-w", ws, "--out", dir, "--", "true"); r.code != exitUsage {
 			t.Errorf("oci bundle --out %s: %+v", dir, r)
 		}
+	}
+}
+
+// TestAKilledCordonsContainerIsSwept: cordon exec --substrate oci killed
+// outright (SIGKILL) leaves its runc container running — a container has
+// no tie to the process that started it — and the next oci run of any
+// cordon process of the user deletes it and its bundle.
+func TestAKilledCordonsContainerIsSwept(t *testing.T) {
+	_, err := oci.Detect(context.Background(), os.Getenv("PATH"), "", testenv.Harness(t))
+	testenv.Require(t, err == nil, "an OCI runtime (runc): %v", err)
+	testenv.IsolateHarness(t)
+	ws := toolWorkspace(t)
+	sleep := testenv.MarkedSleep(t, ws)
+	cmd := cordonProcess(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, "-w", ws, "exec", "--substrate", "oci", "--", sleep, "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(testenv.ProcessesWith(sleep)) == 0; i++ {
+		if i > 1000 {
+			t.Fatal("the container's command did not start within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	time.Sleep(200 * time.Millisecond)
+	if len(testenv.ProcessesWith(sleep)) == 0 {
+		t.Fatal("the container went with its cordon: nothing is left to sweep")
+	}
+	bundles := func() []string {
+		entries, _ := os.ReadDir(filepath.Join(os.Getenv("CORDON_STATE_DIR"), "oci"))
+		var out []string
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "cordon-") {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	next := cordonProcess(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, "-w", ws, "exec", "--substrate", "oci", "--", "true")
+	if out, err := next.CombinedOutput(); err != nil {
+		t.Fatalf("the next run, a new cordon process: %v %s", err, out)
+	}
+	for i := 0; len(testenv.ProcessesWith(sleep)) > 0 || len(bundles()) > 0; i++ {
+		if i > 1000 {
+			t.Fatalf("after the next run, the killed cordon's container (%v) or bundles (%v) are still there", testenv.ProcessesWith(sleep), bundles())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -184,6 +184,11 @@ func newBundle(stateDir string, s any) (*bundle, error) {
 	b := &bundle{dir: dir, state: filepath.Join(dir, "state"), id: id}
 	data, err := json.Marshal(s)
 	if err == nil {
+		// Whose it is: this process, by PID and start time, for the
+		// sweep of another process should this one be killed.
+		err = os.WriteFile(filepath.Join(dir, "owner"), []byte(selfOwner()), 0o600)
+	}
+	if err == nil {
 		err = os.Mkdir(filepath.Join(dir, "rootfs"), 0o755)
 	}
 	if err == nil {
@@ -197,6 +202,65 @@ func newBundle(stateDir string, s any) (*bundle, error) {
 }
 
 func (b *bundle) remove() { os.RemoveAll(b.dir) }
+
+// selfOwner is this process as a bundle's owner file says it: its PID
+// and its start time (field 22 of /proc/PID/stat), which a PID used
+// again does not share.
+func selfOwner() string { return owner(os.Getpid()) }
+
+func owner(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from after its closing one.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return fmt.Sprintf("%d %s", pid, f[19])
+}
+
+// sweepAge is how old a bundle without an owner file must be before a
+// sweep takes it for abandoned (one being written has none yet).
+const sweepAge = time.Minute
+
+var sweepOnce sync.Once
+
+// sweep deletes what killed cordon processes left in the state
+// directory: bundles whose owner is gone, each with its container, which
+// the runtime left running (--force kills its processes).
+func sweep(stateDir string, rt Runtime) {
+	base := filepath.Join(stateDir, "oci")
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "cordon-") {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		data, err := os.ReadFile(filepath.Join(dir, "owner"))
+		if err != nil {
+			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < sweepAge {
+				continue
+			}
+		} else {
+			var pid int
+			if _, err := fmt.Sscanf(string(data), "%d", &pid); err != nil || pid <= 0 || owner(pid) == string(data) {
+				continue // alive, or not cordon's to judge
+			}
+		}
+		exec.Command(rt.Path, "--root", filepath.Join(dir, "state"), "delete", "--force", e.Name()).Run()
+		os.RemoveAll(dir)
+	}
+}
 
 // RunSpec is one command to run in a sandbox, as a container.
 type RunSpec struct {
@@ -240,7 +304,9 @@ func Run(ctx context.Context, s RunSpec) (substrate.Outcome, error) {
 	if err != nil {
 		return substrate.Outcome{}, refusal.Errorf(refusal.SandboxSetup, "%v", err)
 	}
-	b, err := newBundle(s.Policy.Harness().StateDir(), spec)
+	stateDir := s.Policy.Harness().StateDir()
+	sweepOnce.Do(func() { sweep(stateDir, s.Runtime) }) // a look at a directory; runc only for what is abandoned
+	b, err := newBundle(stateDir, spec)
 	if err != nil {
 		return substrate.Outcome{}, err
 	}
