@@ -41,7 +41,7 @@ var runtimes = []string{"runc", "crun"}
 
 var (
 	detectMu sync.Mutex
-	detected = map[string]detection{} // PATH → what Detect found
+	detected = map[string]detection{} // PATH, workspace and state directory → what Detect found
 )
 
 type detection struct {
@@ -60,7 +60,8 @@ type detection struct {
 func Detect(ctx context.Context, path, ws string, h harness.Config) (Runtime, error) {
 	detectMu.Lock()
 	defer detectMu.Unlock()
-	if d, ok := detected[path]; ok {
+	key := path + "\x00" + ws + "\x00" + h.StateDir() // the trust check depends on the workspace too
+	if d, ok := detected[key]; ok {
 		return d.rt, d.err
 	}
 	var why []string
@@ -77,7 +78,7 @@ func Detect(ctx context.Context, path, ws string, h harness.Config) (Runtime, er
 		rt := Runtime{Name: name, Path: bin}
 		if v, ok := proved(h.StateDir(), bin); ok {
 			rt.Version = v
-			detected[path] = detection{rt: rt}
+			detected[key] = detection{rt: rt}
 			return rt, nil
 		}
 		if err := rt.probe(ctx, h.StateDir()); err != nil {
@@ -87,12 +88,12 @@ func Detect(ctx context.Context, path, ws string, h harness.Config) (Runtime, er
 		out, _ := exec.CommandContext(ctx, bin, "--version").Output()
 		rt.Version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
 		remember(h.StateDir(), bin, rt.Version)
-		detected[path] = detection{rt: rt}
+		detected[key] = detection{rt: rt}
 		return rt, nil
 	}
 	err := refusal.Errorf(refusal.SandboxUnavailable, "no OCI runtime runs a bundle here (%s); install runc (Debian's runc package), or use --substrate bwrap",
 		strings.Join(why, "; "))
-	detected[path] = detection{err: err}
+	detected[key] = detection{err: err}
 	return Runtime{}, err
 }
 

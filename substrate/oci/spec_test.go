@@ -421,3 +421,22 @@ func TestDetectTakesAFreshProof(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectJudgesEachWorkspace: a runtime detected for one workspace is
+// judged again for another: one inside the workspace is never run there,
+// whatever an earlier Detect of the same PATH found.
+func TestDetectJudgesEachWorkspace(t *testing.T) {
+	h := testenv.Harness(t)
+	ws := gitWorkspace(t)
+	bin := filepath.Join(ws, ".local", "bin")
+	os.MkdirAll(bin, 0o755)
+	os.WriteFile(filepath.Join(bin, "runc"), []byte("#!/bin/sh\nexit 1\n"), 0o755)
+	path := bin + ":/nonexistent"
+	if _, err := Detect(context.Background(), path, "", h); err == nil || strings.Contains(err.Error(), "inside the workspace") {
+		t.Fatalf("Detect without a workspace: %v", err)
+	}
+	_, err := Detect(context.Background(), path, ws, h)
+	if err == nil || !strings.Contains(err.Error(), "inside the workspace") {
+		t.Errorf("Detect for the workspace %s ran (or judged by an earlier answer) the runc inside it: %v", ws, err)
+	}
+}
