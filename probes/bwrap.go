@@ -436,7 +436,15 @@ exec sleep %[1]s`, marker)
 	if err != nil {
 		return "no sandbox: " + err.Error(), false, nil
 	}
-	left := processesWith("sleep", marker)
+	// Looked for a little while: a setsid child that outlived the run may
+	// not have executed its sleep yet.
+	var left []int
+	for i := 0; i < 10 && len(left) == 0; i++ {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		left = processesWith("sleep", marker)
+	}
 	switch {
 	case len(left) > 0:
 		// They are this probe's own (their marker is unique to it): it
