@@ -433,17 +433,21 @@ exec sleep %[1]s`, marker)
 		s.Timeout, s.Grace = limit, grace
 	})
 	took := time.Since(start)
-	if err != nil {
-		return "no sandbox: " + err.Error(), false, nil
-	}
-	// Looked for a little while: a setsid child that outlived the run may
-	// not have executed its sleep yet.
+	// Looked for also when the run is refused: a bwrap that ignores its
+	// options has run the script before anyone could check it, and a
+	// setsid child may execute its sleep a moment after the run.
 	var left []int
 	for i := 0; i < 10 && len(left) == 0; i++ {
 		if i > 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
 		left = processesWith("sleep", marker)
+	}
+	if err != nil {
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return "no sandbox: " + err.Error(), false, nil
 	}
 	switch {
 	case len(left) > 0:
