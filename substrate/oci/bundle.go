@@ -19,8 +19,11 @@ import (
 // content — bound read-only where the placeholder was. The engine then
 // makes the mount point of each in the workspace, as an empty directory
 // or file, and leaves it there after the run: cordon's runs remove
-// theirs, another engine does not.
-func WriteBundle(sb *bwrap.Sandbox, argv []string, o Options, dir string) error {
+// theirs, another engine does not. The other sources are the workspace's
+// own paths, resolved when the engine runs the bundle: cordon pins .git,
+// its objects and refs only for the length of its own runs. A bundle
+// that cannot be written whole is removed.
+func WriteBundle(sb *bwrap.Sandbox, argv []string, o Options, dir string) (err error) {
 	s, err := Spec(sb, argv, o)
 	if err != nil {
 		return err
@@ -28,6 +31,11 @@ func WriteBundle(sb *bwrap.Sandbox, argv []string, o Options, dir string) error 
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("oci: cannot make the bundle directory: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	if err := os.Mkdir(filepath.Join(dir, "rootfs"), 0o755); err != nil {
 		return err
 	}

@@ -28,9 +28,11 @@
 // The limits are the plan's as bwrap's run applies them: the cgroups
 // become linux.resources (made by the runtime), the rlimits
 // process.rlimits; RLIMIT_NPROC is the tool's count alone, the command
-// being the container's first process. A run through runc is not yet
-// cordon's (time, output, evidence); the filter of net:host has no OCI
-// form here, so neither has its sandbox.
+// being the container's first process. The filter of net:host has no
+// OCI form here, so neither has its sandbox; a call the runtime's
+// libseccomp cannot name stays allowed ([seccomp.OCI]). No probe proves
+// these mechanisms yet: grants list them as unproved. A bundle's sources
+// are workspace paths, resolved when the engine runs it ([WriteBundle]).
 package oci
 
 import (
