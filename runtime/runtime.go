@@ -296,6 +296,39 @@ func (r *Runtime) Bundle(p *admission.Prepared, dir string) (int, error) {
 	return len(sb.Placeholders()), oci.WriteBundle(sb, p.Command, oci.DefaultOptions(), dir)
 }
 
+// Portable returns the prepared native tool or command p as an engine
+// elsewhere needs it ([oci.Portable]): its sandbox's configuration, the
+// placeholders the sandbox made, the grant's limits and time limit, and
+// whether a tool's input comes on standard input.
+func (r *Runtime) Portable(p *admission.Prepared) (*oci.Portable, error) {
+	switch p.Grant.Substrate {
+	case bwrap.Name, oci.Name:
+	default:
+		return nil, refusal.Errorf(refusal.CapabilityRefused, "a pod states a native sandbox of bwrap's; %q runs on %s", p.Grant.Tool, p.Grant.Substrate)
+	}
+	spec, err := r.bwrapSpec(p)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := spec.Policy.Prepare(spec.Environ)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	in, err := oci.PortableOf(sb, p.Command, oci.Options{})
+	if err != nil {
+		return nil, err
+	}
+	in.Timeout, in.Input = p.Grant.Time(), p.Tool != nil && p.Stdin != nil
+	if p.Tool != nil {
+		in.ToolDir = p.Tool.Dir
+		for _, f := range p.Tool.Files {
+			in.ToolFiles = append(in.ToolFiles, oci.ToolFile{Path: f.Path, Data: f.Data, Exec: f.Exec})
+		}
+	}
+	return in, nil
+}
+
 func (r *Runtime) runHost(ctx context.Context, p *admission.Prepared, res *Result) error {
 	g := p.Grant
 	o, mechs, err := host.Run(ctx, host.Spec{

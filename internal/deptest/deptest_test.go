@@ -128,3 +128,31 @@ func TestImportsFollowTheLayering(t *testing.T) {
 		}
 	}
 }
+
+// The cordon command links no Kubernetes package: their init and size
+// cost every process about 1 ms (docs/architecture.md); the Pod renderer
+// is the cordon-kube program.
+func TestTheCLILinksNoKubernetes(t *testing.T) {
+	root := moduleRoot()
+	if root == "" {
+		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
+	}
+	_, err := exec.LookPath("go")
+	testenv.Require(t, err == nil, "the go command: %v", err)
+	cmd := exec.Command("go", "list", "-deps", "./cmd/cordon")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	saw := false
+	for _, dep := range strings.Fields(string(out)) {
+		saw = saw || dep == module+"/substrate/oci"
+		if strings.HasPrefix(dep, "k8s.io/") || strings.HasPrefix(dep, "sigs.k8s.io/") {
+			t.Errorf("cmd/cordon links %s", dep)
+		}
+	}
+	if !saw {
+		t.Errorf("go list -deps ./cmd/cordon does not list substrate/oci: the check looks at the wrong thing")
+	}
+}

@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,13 +10,20 @@ import (
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 // TrustedProgram resolves a program cordon runs on the host for a
 // sandbox (bubblewrap, an OCI runtime) and returns the path to run, as
 // trustedProgram does for bwrap; a refusal is an [ErrUnavailable].
+// Its message names that program, not bubblewrap.
 func TrustedProgram(bin, ws string, h harness.Config) (string, error) {
-	return trustedProgram(bin, ws, h)
+	real, err := trustedProgram(bin, ws, h)
+	var e *Error
+	if errors.As(err, &e) && e.Cause != nil {
+		return "", refusal.Errorf(refusal.SandboxUnavailable, "%v", e.Cause)
+	}
+	return real, err
 }
 
 // trustedProgram resolves the bwrap program bin and returns the path to
@@ -42,7 +50,7 @@ func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 	refuse := func(why string) error {
 		fix := "install bubblewrap from your distribution (root's /usr/bin/bwrap)"
 		if filepath.Base(real) != "bwrap" {
-			fix = "install " + filepath.Base(real) + " from your distribution, owned by root"
+			fix = "use a " + filepath.Base(real) + " that only root or you could have put there (your distribution's, owned by root), outside any workspace"
 		}
 		return Unavailable(fmt.Errorf("refusing to run %s: %s; %s", real, why, fix))
 	}
