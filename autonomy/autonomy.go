@@ -8,7 +8,7 @@
 //     authenticated with the key store), so that everything the run
 //     writes can be reviewed (cordon root diff) before it reaches the
 //     origin, or thrown away;
-//   - sandbox: the run is sandboxed (bwrap, landlock or wasm; not
+//   - sandbox: the run is sandboxed (bwrap, landlock, oci or wasm; not
 //     --no-sandbox), and the substrate works here now;
 //   - evidence: every probe of the substrate has a fresh passing receipt
 //     in the root's evidence log — made before the decision, never run for
@@ -16,8 +16,8 @@
 //   - harness-state: at least two independent mechanisms keep the
 //     harness's own state from the run (for bwrap the read-only binds of
 //     the mount namespace, seccomp's refusal of mount calls that could undo
-//     them, and no capabilities; for landlock its rules, seccomp and no
-//     capabilities);
+//     them, and no capabilities; for oci the same three, as the bundle
+//     states them; for landlock its rules, seccomp and no capabilities);
 //   - network: none;
 //   - memory, pids: a limit is applied;
 //   - time: a deadline of at most [MaxTime].
@@ -208,6 +208,11 @@ var harnessKinds = map[string][]struct {
 		{"mount namespace: the workspace's harness directories bound read-only, cordon's per-user state hidden", []string{"ro-harness", "hide-trusted-state"}, false},
 		{"seccomp: mount, umount, pivot_root and the mount API refused, so no bind can be undone", []string{"seccomp"}, false},
 		{"no capabilities: a user namespace and --cap-drop ALL", []string{"cap-drop", "unshare-user"}, false},
+	},
+	"oci": {
+		{"the container's mount table: the workspace's harness directories bound read-only (rro), cordon's per-user state hidden", []string{"ro-harness", "hide-trusted-state"}, false},
+		{"seccomp (linux.seccomp): mount, umount, pivot_root and the mount API refused, so no bind can be undone", []string{"seccomp"}, false},
+		{"no capabilities: every set of process.capabilities empty, noNewPrivileges", []string{"no-capabilities"}, false},
 	},
 	"landlock": {
 		{"Landlock: the harness directories get no write access, cordon's per-user state no access", []string{"write-workspace", "ro-workspace"}, true},

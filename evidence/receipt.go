@@ -114,6 +114,11 @@ type Host struct {
 	UserNS      bool   `json:"user_namespaces"`  // unprivileged user namespaces can be created
 	Seccomp     bool   `json:"seccomp"`          // the kernel has seccomp filters
 	Wazero      string `json:"wazero,omitempty"` // the wazero version compiled in
+	// OCI is the OCI runtime the oci substrate tries first and its
+	// version ("runc: runc version 1.1.5"), "" when there is none;
+	// OCIPath the program.
+	OCI     string `json:"oci,omitempty"`
+	OCIPath string `json:"oci_path,omitempty"`
 }
 
 // Digest returns "sha256:" and the hex SHA-256 of the host facts' JSON:

@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 // The bubblewrap probes. Each makes a workspace of its own (a git
@@ -117,6 +118,13 @@ func sandboxed(ctx context.Context, e *Env, ws string, caps []string, script str
 	}
 	if e.substrate == landlock.Name {
 		return confined(ctx, e, ws, set, script, opt...)
+	}
+	if e.substrate == oci.Name {
+		s := bwrap.Spec{Command: []string{"/bin/sh", "-c", script}, Environ: e.Environ, Timeout: 5 * time.Second, MaxOutput: 64 << 10}
+		for _, o := range opt {
+			o(&s)
+		}
+		return onOCI(ctx, e, ws, set, s)
 	}
 	pol, err := bwrap.PolicyOf(set, ws, e.Harness)
 	if err != nil {

@@ -135,3 +135,53 @@ func TestBwrapProbesTrustNoPlantedProgram(t *testing.T) {
 		t.Logf("failed as it should: %s", r.Observed)
 	}
 }
+
+// TestOCIProbesPass: with an OCI runtime that runs bundles here (runc on
+// the CI machine, as root and unprivileged), every oci probe passes.
+func TestOCIProbesPass(t *testing.T) {
+	_, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	cfg := Config{Harness: testenv.Harness(t), TempDir: t.TempDir()}
+	results := Run(context.Background(), For("oci"), cfg, nil)
+	if len(results) < 12 {
+		t.Fatalf("only %d oci probes", len(results))
+	}
+	for _, r := range results {
+		if !r.Pass {
+			t.Errorf("%s failed: %s", r.Probe.Name, r.Observed)
+		}
+		t.Logf("%-26s %6.1f ms  %s", r.Probe.Name, float64(r.Duration.Microseconds())/1000, r.Observed)
+	}
+}
+
+// TestOCIProbesWithoutARuntime: with no OCI runtime on PATH, every oci
+// probe fails and says so.
+func TestOCIProbesWithoutARuntime(t *testing.T) {
+	cfg := Config{Harness: testenv.Harness(t), TempDir: t.TempDir(), Environ: []string{"PATH=" + t.TempDir()}}
+	for _, r := range Run(context.Background(), For("oci"), cfg, nil) {
+		if r.Pass || !strings.Contains(r.Observed, "no OCI runtime") {
+			t.Errorf("%s without a runtime: pass %v, %s", r.Probe.Name, r.Pass, r.Observed)
+		}
+	}
+}
+
+// The host facts name the OCI runtime a run would try first and its
+// version, which every receipt then records; without one, the oci
+// substrate is degraded.
+func TestHostFactsNameTheOCIRuntime(t *testing.T) {
+	runc, err := exec.LookPath("runc")
+	testenv.Require(t, err == nil, "runc (Debian's runc package): %v", err)
+	real, _ := filepath.EvalSymlinks(runc)
+	h := testenv.Harness(t)
+	f := HostFacts(context.Background(), h, "")
+	if !strings.HasPrefix(f.OCI, "runc: runc version ") || f.OCIPath != real {
+		t.Errorf("host facts: oci %q at %q, want runc's version at %s", f.OCI, f.OCIPath, real)
+	}
+	if d := Degraded(f, "oci"); len(d) > 0 {
+		t.Errorf("degraded with runc installed: %q", d)
+	}
+	f.OCI = ""
+	if d := Degraded(f, "oci"); len(d) == 0 {
+		t.Errorf("not degraded without an OCI runtime")
+	}
+}

@@ -21,12 +21,14 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 // HostFacts reads what a receipt records of this host: the kernel, the
 // user, whether this is a container, bubblewrap's version (empty when it
-// is missing), the Landlock ABI, whether user
-// namespaces and seccomp are there, and wazero's version.
+// is missing), the OCI runtime and its version (oci.Installed), the
+// Landlock ABI, whether user namespaces and seccomp are there, and
+// wazero's version.
 func HostFacts(ctx context.Context, h harness.Config, bwrapBin string) evidence.Host {
 	var u unix.Utsname
 	unix.Uname(&u)
@@ -47,6 +49,9 @@ func HostFacts(ctx context.Context, h harness.Config, bwrapBin string) evidence.
 	if facts, err := bwrap.NewEnforcer(bwrap.EnforcerConfig{Harness: h, Bwrap: bwrapBin, ProbeAtRun: true}).Facts(ctx); err == nil {
 		f.Bwrap, f.BwrapPath = facts.Values["bwrap.version"], facts.Values["bwrap.path"]
 	}
+	if rt, ok := oci.Installed(ctx, os.Getenv("PATH"), h); ok {
+		f.OCI, f.OCIPath = rt.Name+": "+rt.Version, rt.Path
+	}
 	sum := sha256.Sum256([]byte(h.String()))
 	f.Harness = "sha256:" + hex.EncodeToString(sum[:])
 	return f
@@ -64,6 +69,9 @@ func Degraded(h evidence.Host, sub string) []string {
 		if !h.UserNS && h.UID != 0 {
 			d = append(d, "unprivileged user namespaces are off")
 		}
+	}
+	if sub == oci.Name && h.OCI == "" {
+		d = append(d, "no OCI runtime (runc, crun) is installed where cordon trusts it")
 	}
 	if h.LandlockABI == 0 && sub == "landlock" {
 		d = append(d, "Landlock is not available")

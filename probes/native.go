@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 // The probes of the layers both native substrates share — the seccomp
@@ -139,8 +140,8 @@ func probeSeccomp(ctx context.Context, e *Env) (string, bool, error) {
 	var open, refused []string
 	eperm := fmt.Sprint(int(syscall.EPERM))
 	for _, n := range names {
-		if n == "chmod" && e.substrate == bwrap.Name {
-			continue // the mount table decides it there (the workspace's own file may change mode)
+		if n == "chmod" && (e.substrate == bwrap.Name || e.substrate == oci.Name) {
+			continue // the mount table decides it there, as the bundle states it (the workspace's own file may change mode)
 		}
 		if got[n] != eperm {
 			open = append(open, n+"="+got[n])
@@ -263,6 +264,10 @@ func sandboxedArgv(ctx context.Context, e *Env, ws string, caps, argv []string, 
 	}
 	if e.substrate == landlock.Name {
 		return onLandlock(ctx, e, ws, set, argv, o)
+	}
+	if e.substrate == oci.Name {
+		return onOCI(ctx, e, ws, set, bwrap.Spec{Policy: bwrap.Policy{}.WithReadOnly(o.readOnly...), Command: argv, Environ: e.Environ,
+			Timeout: o.timeout, Grace: o.grace, MaxOutput: 64 << 10})
 	}
 	pol, err := bwrap.PolicyOf(set, ws, e.Harness)
 	if err != nil {

@@ -211,7 +211,7 @@ func (p *Prover) stale(idx evidence.ProbeIndex, ok bool, host evidence.Host, bin
 	case idx.Verdict != evidence.Pass:
 		return "its latest receipt is a failure"
 	case idx.Host != host.Digest():
-		return "made under other host facts (kernel, bubblewrap, uid, harness configuration)"
+		return "made under other host facts (kernel, bubblewrap, OCI runtime, uid, harness configuration)"
 	case idx.Cordon != bin.Digest:
 		return "made by another cordon binary"
 	case age >= ttl:

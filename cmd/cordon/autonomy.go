@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
 )
 
 func init() {
@@ -21,7 +22,7 @@ func init() {
 }
 
 const autonomyUsage = `usage: cordon autonomy check [--level supervised|unattended] [-w DIR] [--json]
-                               [--substrate bwrap|landlock] [--no-sandbox] [--net none|host]
+                               [--substrate bwrap|landlock|oci] [--no-sandbox] [--net none|host]
                                [--memory SIZE] [--pids N] [--timeout D]
 
 Prints each precondition of the level for a command run in the workspace with
@@ -61,8 +62,8 @@ func runAutonomy(e *env, args []string) int {
 	sub := *substrateName
 	if *noSandbox {
 		sub = "host"
-	} else if sub != bwrap.Name && sub != landlock.Name {
-		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap or landlock", sub))
+	} else if sub != bwrap.Name && sub != landlock.Name && sub != oci.Name {
+		return e.usageError(fmt.Sprintf("unknown substrate %q: want bwrap, landlock or oci", sub))
 	}
 	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, capture.FormatSize(defaultExecOutput), *netName, capture.FormatSize(bwrap.DefaultTmpSize), nil, *memory, *pids, 0)
 	if code >= 0 {
@@ -121,6 +122,11 @@ func (e *env) autonomyReport(ctx context.Context, level string, p *admission.Pre
 		}
 	case landlock.Name:
 		in.Available = func(context.Context) error { return landlock.Available() }
+	case oci.Name:
+		in.Available = func(ctx context.Context) error {
+			_, err := oci.Detect(ctx, os.Getenv("PATH"), p.Workspace, p.Harness)
+			return err
+		}
 	}
 	return autonomy.Check(ctx, in)
 }

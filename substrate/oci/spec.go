@@ -30,8 +30,9 @@
 // process.rlimits; RLIMIT_NPROC is the tool's count alone, the command
 // being the container's first process. The filter of net:host has no
 // OCI form here, so neither has its sandbox; a call the runtime's
-// libseccomp cannot name stays allowed ([seccomp.OCI]). No probe proves
-// these mechanisms yet: grants list them as unproved. A bundle's sources
+// libseccomp cannot name stays allowed ([seccomp.OCI]). The probes of
+// package probes prove them in containers of the runtime (oci/*). A
+// bundle's sources
 // are workspace paths, resolved when the engine runs it ([WriteBundle]).
 package oci
 
