@@ -42,8 +42,10 @@ engines on top of them: DIR/config.json (runtime-spec), DIR/rootfs (empty: the
 host's / is bound read-only onto it) and DIR/placeholders (stand-ins for absent
 protected paths, bound read-only where they are; the engine leaves their mount
 points in the workspace after the run). A tool's input (--input, checked against
-its input_schema here) is the container's standard input, which the engine gives. --out must not exist and must lie outside
-the workspace, where a tool could rewrite the bundle before it runs; without it
+its input_schema here) is the container's standard input, which the engine
+gives. --out must not exist and must lie outside every workspace (this one, and
+any directory that has been one), where a tool could rewrite the bundle before
+it runs; without it
 the bundle goes to a new directory of cordon's state directory. Prints the
 bundle's directory.`
 
@@ -359,8 +361,15 @@ func (e *env) outDir(out, ws, sub, prefix string) (string, error) {
 	if abs == ws || strings.HasPrefix(abs, ws+string(filepath.Separator)) {
 		return "", refusal.Errorf(refusal.UsageError, "--out %s lies inside the workspace %s, where a tool could rewrite the bundle before it runs; give a directory outside it", abs, ws)
 	}
+	h, err := e.harnessConfig()
+	if err != nil {
+		return "", err
+	}
+	if w, ok := bwrap.WithinAWorkspace(parent, h); ok {
+		return "", refusal.Errorf(refusal.UsageError, "--out %s lies inside %s, a workspace where sandboxed commands may have run and may run again before the output is used; give a directory outside every workspace", abs, w)
+	}
 	if _, err := os.Lstat(abs); err == nil {
-		return "", refusal.Errorf(refusal.UsageError, "--out %s exists; the bundle goes to a new directory", abs)
+		return "", refusal.Errorf(refusal.UsageError, "--out %s exists; the output goes to a new directory", abs)
 	}
 	return abs, nil
 }

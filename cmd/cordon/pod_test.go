@@ -46,7 +46,7 @@ func readPod(t *testing.T, dir string) (*corev1.Pod, *networkingv1.NetworkPolicy
 	docs := bytes.Split(data, []byte("\n---\n"))
 	var pod corev1.Pod
 	var np networkingv1.NetworkPolicy
-	if len(docs) < 2 || yaml.UnmarshalStrict(docs[0], &pod) != nil || yaml.UnmarshalStrict(docs[1], &np) != nil {
+	if len(docs) < 2 || yaml.UnmarshalStrict(docs[0], &np) != nil || yaml.UnmarshalStrict(docs[1], &pod) != nil {
 		t.Fatalf("pod.yaml does not hold a Pod and a NetworkPolicy:\n%s", data)
 	}
 	return &pod, &np
@@ -71,6 +71,7 @@ func TestOCIPod(t *testing.T) {
 	}
 	pod, np := readPod(t, cmd)
 	c := pod.Spec.Containers[0]
+	checkManifest(t, pod)
 	if !slices.Equal(c.Command, []string{"sh", "-c", "echo $$(HOME) > out"}) || c.WorkingDir != ws || c.Stdin || c.Image != "debian:stable-slim" {
 		t.Errorf("container %s: command %q in %s, stdin %v", c.Image, c.Command, c.WorkingDir, c.Stdin)
 	}
@@ -112,6 +113,7 @@ func TestOCIPod(t *testing.T) {
 		t.Fatalf("oci pod --tool: %+v", r)
 	}
 	pod, _ = readPod(t, tool)
+	checkManifest(t, pod)
 	c = pod.Spec.Containers[0]
 	if !c.Stdin || !c.StdinOnce || *pod.Spec.ActiveDeadlineSeconds != 10 || *pod.Spec.RuntimeClassName != "gvisor" {
 		t.Errorf("the tool's pod: stdin %v, deadline %v, runtime class %v", c.Stdin, *pod.Spec.ActiveDeadlineSeconds, *pod.Spec.RuntimeClassName)
@@ -136,6 +138,9 @@ func TestOCIPod(t *testing.T) {
 		t.Errorf("command %q, mounts %+v: the tool's files are not where its command names them", c.Command, c.VolumeMounts)
 	}
 
+	// A directory that has been a workspace: it holds harness state.
+	other := filepath.Join(out, "other")
+	os.MkdirAll(filepath.Join(other, ".efferent"), 0o755)
 	for _, c := range []struct {
 		name string
 		env  string
@@ -146,6 +151,7 @@ func TestOCIPod(t *testing.T) {
 		{"no image", "", []string{"--out", filepath.Join(out, "a"), "--", "true"}, exitUsage, "Usage"},
 		{"a bad name", "", []string{"--image", "x", "--name", "Not_A_Label", "--out", filepath.Join(out, "b"), "--", "true"}, exitUsage, "Usage"},
 		{"out in the workspace", "", []string{"--image", "x", "--out", filepath.Join(ws, "pod"), "--", "true"}, exitUsage, "Usage"},
+		{"out in another workspace", "", []string{"--image", "x", "--out", filepath.Join(other, "pod"), "--", "true"}, exitUsage, "Usage"},
 		{"out exists", "", []string{"--image", "x", "--out", cmd, "--", "true"}, exitUsage, "Usage"},
 		{"no cordon-kube", filepath.Join(out, "none"), []string{"--image", "x", "--out", filepath.Join(out, "c"), "--", "true"}, 125, "SandboxUnavailable"},
 		{"cordon-kube in the workspace", filepath.Join(ws, "cordon-kube"), []string{"--image", "x", "--out", filepath.Join(out, "d"), "--", "true"}, 125, "SandboxUnavailable"},
@@ -176,4 +182,32 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 		out = append(out, v)
 	}
 	return out
+}
+
+// checkManifest: one mount per path, each naming a volume, every volume
+// mounted (what the API server refuses otherwise).
+func checkManifest(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	vols := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if vols[v.Name] {
+			t.Errorf("volume %q twice", v.Name)
+		}
+		vols[v.Name] = true
+	}
+	paths, used := map[string]bool{}, map[string]bool{}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if paths[m.MountPath] {
+			t.Errorf("mount path %s twice", m.MountPath)
+		}
+		if !vols[m.Name] {
+			t.Errorf("mount of %s names no volume (%q)", m.MountPath, m.Name)
+		}
+		paths[m.MountPath], used[m.Name] = true, true
+	}
+	for v := range vols {
+		if !used[v] {
+			t.Errorf("volume %q mounted nowhere", v)
+		}
+	}
 }

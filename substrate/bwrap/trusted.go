@@ -89,6 +89,23 @@ func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 	}
 }
 
+// WithinAWorkspace returns the directory at or above p that has been a
+// cordon workspace (see wasWorkspace), if there is one: a place where a
+// sandboxed command may have written, or may write later.
+func WithinAWorkspace(p string, h harness.Config) (string, bool) {
+	if h.IsZero() {
+		h = harness.Default()
+	}
+	for d := p; ; d = filepath.Dir(d) {
+		if wasWorkspace(d, h) {
+			return d, true
+		}
+		if d == "/" || d == "." {
+			return "", false
+		}
+	}
+}
+
 // wasWorkspace reports whether dir has been a cordon workspace: this
 // user's state directory keeps a record of its runs, or it holds harness
 // state of h's or of the default configuration's.

@@ -1,6 +1,9 @@
 package oci
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -49,7 +52,24 @@ func PortableOf(sb *bwrap.Sandbox, argv []string, o Options) (*Portable, error) 
 		return nil, err
 	}
 	p := sb.Policy()
-	return &Portable{Spec: s, Workspace: p.Workspace(), Placeholders: sb.Placeholders(), Limits: p.Limits().Spec, TmpSize: p.TmpSize()}, nil
+	held := sb.Placeholders()
+	if prot := sb.Protected(); prot != nil {
+		// A placeholder that stays in a git directory (commondir): a file
+		// with the placeholder's content is one for another engine too,
+		// which must not find it absent (a kubelet would make a directory
+		// there).
+		for _, q := range prot.Paths() {
+			if !q.Keep || q.Dir || q.MaskDir || q.Content == "" {
+				continue
+			}
+			path := filepath.Join(p.Workspace(), filepath.FromSlash(q.Rel))
+			if data, err := os.ReadFile(path); err == nil && string(data) == q.Content &&
+				!slices.ContainsFunc(held, func(h bwrap.Placeholder) bool { return h.Path == path }) {
+				held = append(held, bwrap.Placeholder{Path: path, Content: q.Content})
+			}
+		}
+	}
+	return &Portable{Spec: s, Workspace: p.Workspace(), Placeholders: held, Limits: p.Limits().Spec, TmpSize: p.TmpSize()}, nil
 }
 
 // PodOptions are what a Kubernetes Pod of a sandbox needs beyond the

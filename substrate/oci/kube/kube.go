@@ -124,6 +124,19 @@ func Render(in *oci.Portable, o Options) (*Manifest, error) {
 		vols = append(vols, v)
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: in.ToolDir, ReadOnly: true})
 	}
+	vols, mounts = lastPerPath(vols, mounts)
+	// A mount point below a read-only empty directory cannot be made
+	// (the runtime mounts by depth, each read-only at once): such a
+	// directory is writable — the Pod's own, never the workspace's.
+	for i, vm := range mounts {
+		v := vols[slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == vm.Name })]
+		if vm.ReadOnly && v.EmptyDir != nil && slices.ContainsFunc(mounts, func(o corev1.VolumeMount) bool {
+			return within(o.MountPath, vm.MountPath) && o.MountPath != vm.MountPath
+		}) {
+			mounts[i].ReadOnly = false
+			m.Unenforced = append(m.Unenforced, fmt.Sprintf("a read-only %s (an empty directory of the Pod's own, writable: a mount below it needs its mount point made)", vm.MountPath))
+		}
+	}
 	c.VolumeMounts = mounts
 	if len(cm) > 0 {
 		m.ConfigMap = &corev1.ConfigMap{
@@ -165,7 +178,16 @@ func Render(in *oci.Portable, o Options) (*Manifest, error) {
 	}
 	m.Unenforced = append(m.Unenforced,
 		"the output cap (the kubelet keeps and rotates the container's log)",
-		"a read-only /dev (the runtime's /dev is a writable tmpfs of the container's own)")
+		"a read-only /dev, /etc/hosts and /dev/termination-log (the runtime's and the kubelet's, writable, the Pod's own)",
+		"the cleared environment in full (the image's ENV and the kubelet's KUBERNETES_SERVICE_* come on top)",
+		"net:none in full (a NetworkPolicy: enforced only by a network plugin that implements it, added to the namespace's other policies — one that allows egress, DNS say, allows it here — and never to the node; apply it before the Pod, or deny with an AdminNetworkPolicy on "+Label+")",
+		"the protected set as the node sees the workspace (it is the rendering machine's: a path git's configuration names there, or a symlink, differs on another tree)")
+	if in.Input {
+		m.Unenforced = append(m.Unenforced, "the tool's input_schema on what is attached (cordon checked only --input)")
+	}
+	if o.RuntimeClass != "" {
+		m.Unenforced = append(m.Unenforced, "seccomp where the runtime class ignores it (gVisor unless runsc runs with --oci-seccomp; Kata with disable_guest_seccomp)")
+	}
 
 	pod := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -249,6 +271,9 @@ func volumes(s *specs.Spec, ws string, held []bwrap.Placeholder, o Options) ([]c
 			// alone.
 		case strings.Contains(mt.Destination, ":"):
 			return nil, nil, nil, fmt.Errorf("kube: cannot state the mount on %s: a Pod's mount path has no ':'", mt.Destination)
+		case mt.Type == "tmpfs" && readOnly[mt.Destination] && !within(mt.Destination, ws):
+			// What hides the host's homes, service sockets and cordon's
+			// state: the image holds none of the host's.
 		case mt.Type == "tmpfs":
 			v := corev1.Volume{Name: "tmpfs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}
 			for _, opt := range mt.Options {
@@ -284,8 +309,12 @@ func volumes(s *specs.Spec, ws string, held []bwrap.Placeholder, o Options) ([]c
 				if !ro {
 					return nil, nil, nil, fmt.Errorf("kube: cannot state the writable bind of %s outside the workspace", mt.Source)
 				}
-				add(corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: mt.Source}}},
-					corev1.VolumeMount{MountPath: mt.Destination, ReadOnly: true})
+				typ := corev1.HostPathDirectory
+				if st, err := os.Stat(mt.Source); err == nil && !st.IsDir() {
+					typ = corev1.HostPathFile
+				}
+				add(corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: mt.Source, Type: ptr(typ)}}},
+					corev1.VolumeMount{MountPath: mt.Destination, ReadOnly: true, RecursiveReadOnly: ptr(corev1.RecursiveReadOnlyEnabled)})
 				continue
 			}
 			if !wsVolume {
@@ -297,6 +326,9 @@ func volumes(s *specs.Spec, ws string, held []bwrap.Placeholder, o Options) ([]c
 				wsVolume = true
 			}
 			m := corev1.VolumeMount{Name: wsName, MountPath: mt.Destination, ReadOnly: ro}
+			if ro {
+				m.RecursiveReadOnly = ptr(corev1.RecursiveReadOnlyEnabled) // rro, as the bundle's
+			}
 			if rel != "." {
 				m.SubPath = filepath.ToSlash(rel)
 			}
@@ -315,26 +347,19 @@ func volumes(s *specs.Spec, ws string, held []bwrap.Placeholder, o Options) ([]c
 			if p != "/dev" && !slices.Contains(runtimeReadOnly, p) {
 				return nil, nil, nil, fmt.Errorf("kube: cannot state the read-only %s", p)
 			}
+		case !within(p, ws):
+			// Omitted above: a host directory the image does not hold.
+			if !slices.ContainsFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == p && m.Type == "tmpfs" }) {
+				return nil, nil, nil, fmt.Errorf("kube: cannot state the read-only %s", p)
+			}
 		case !slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return m.MountPath == p && m.ReadOnly }):
 			return nil, nil, nil, fmt.Errorf("kube: cannot state the read-only %s", p)
 		}
 	}
-	// What the command sees at a path is the last mount there, as in
-	// bwrap's order; a Pod holds one mount per path.
-	var kept []corev1.VolumeMount
-	used := map[string]bool{}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if !slices.ContainsFunc(kept, func(m corev1.VolumeMount) bool { return m.MountPath == mounts[i].MountPath }) {
-			kept = append(kept, mounts[i])
-			used[mounts[i].Name] = true
-		}
-	}
-	slices.Reverse(kept)
-	vols = slices.DeleteFunc(vols, func(v corev1.Volume) bool { return !used[v.Name] })
 	if len(data) == 0 {
 		data = nil
 	}
-	return vols, kept, data, nil
+	return vols, mounts, data, nil
 }
 
 // maxConfigMap is what a ConfigMap may hold: the API server refuses one
@@ -354,7 +379,7 @@ func toolFiles(in *oci.Portable, o Options) (*corev1.ConfigMap, corev1.Volume, e
 	}}}
 	size := 0
 	for i, f := range in.ToolFiles {
-		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.HasPrefix(f.Path, "../") || f.Path == ".." {
+		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || slices.ContainsFunc(strings.Split(f.Path, "/"), func(e string) bool { return strings.HasPrefix(e, "..") }) {
 			return nil, v, fmt.Errorf("kube: the tool's file %q is not a path inside its folder", f.Path)
 		}
 		key := fmt.Sprintf("file-%d", i)
@@ -370,6 +395,22 @@ func toolFiles(in *oci.Portable, o Options) (*corev1.ConfigMap, corev1.Volume, e
 		return nil, v, fmt.Errorf("kube: the tool's files (%d bytes) do not fit a ConfigMap (1 MiB); build an image that holds them at %s", size, in.ToolDir)
 	}
 	return cm, v, nil
+}
+
+// lastPerPath keeps the last mount at each path — what the command sees
+// there, as in bwrap's order; a Pod holds one mount per path — and the
+// volumes those mounts use.
+func lastPerPath(vols []corev1.Volume, mounts []corev1.VolumeMount) ([]corev1.Volume, []corev1.VolumeMount) {
+	var kept []corev1.VolumeMount
+	used := map[string]bool{}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if !slices.ContainsFunc(kept, func(m corev1.VolumeMount) bool { return m.MountPath == mounts[i].MountPath }) {
+			kept = append(kept, mounts[i])
+			used[mounts[i].Name] = true
+		}
+	}
+	slices.Reverse(kept)
+	return slices.DeleteFunc(vols, func(v corev1.Volume) bool { return !used[v.Name] }), kept
 }
 
 // runtimeReadOnly are the paths containerd and CRI-O make read-only in
@@ -398,12 +439,14 @@ func escapeAll(in []string) []string {
 
 func ptr[T any](v T) *T { return &v }
 
-// YAML returns the manifest's objects as one YAML stream: the Pod, the
-// NetworkPolicy, then the ConfigMaps of stand-ins and of the tool's files
+// YAML returns the manifest's objects as one YAML stream: the
+// NetworkPolicy, the Pod, then the ConfigMaps of stand-ins and of the tool's files
 // where there are any.
 func (m *Manifest) YAML() ([]byte, error) {
 	var out []byte
-	objs := []any{m.Pod, m.NetworkPolicy}
+	// The policy first: a Pod created before the network plugin has
+	// taken in its policy may start unprotected.
+	objs := []any{m.NetworkPolicy, m.Pod}
 	for _, cm := range []*corev1.ConfigMap{m.ConfigMap, m.ToolFiles} {
 		if cm != nil {
 			objs = append(objs, cm)

@@ -181,14 +181,14 @@ func TestPodIsTheSandbox(t *testing.T) {
 	}
 	var pod corev1.Pod
 	var np networkingv1.NetworkPolicy
-	objs := []any{&pod, &np}
+	objs := []any{&np, &pod}
 	var cm corev1.ConfigMap
 	if m.ConfigMap != nil {
 		objs = append(objs, &cm)
 	}
 	decode(t, stream, objs...)
 	for i, o := range objs {
-		want, _ := json.Marshal([]any{m.Pod, m.NetworkPolicy, m.ConfigMap}[i])
+		want, _ := json.Marshal([]any{m.NetworkPolicy, m.Pod, m.ConfigMap}[i])
 		got, _ := json.Marshal(o)
 		if !bytes.Equal(want, got) {
 			t.Errorf("document %d does not read back as it was written:\n%s\nread back as\n%s", i, want, got)
@@ -287,14 +287,23 @@ func TestPodIsTheSandbox(t *testing.T) {
 		}
 	}
 	standIn := map[string]bwrap.Placeholder{}
-	for _, p := range sb.Placeholders() {
+	for _, p := range in.Placeholders {
 		standIn[p.Path] = p
+	}
+	if !slices.ContainsFunc(in.Placeholders, func(p bwrap.Placeholder) bool { return strings.HasSuffix(p.Path, "/.git/commondir") && p.Content != "" }) {
+		t.Errorf("the kept commondir placeholder is not a stand-in: %+v", in.Placeholders)
 	}
 	sawTmp, protected := false, 0
 	for _, mt := range s.Mounts[1:] {
 		vm, ok := at[mt.Destination]
 		switch {
 		case mt.Type == "proc" || mt.Type == "devpts" || mt.Destination == "/dev", mt.Type == "tmpfs" && within(mt.Destination, "/sys"):
+			continue
+		case mt.Type == "tmpfs" && slices.Contains(s.Linux.ReadonlyPaths, mt.Destination) && !within(mt.Destination, ws):
+			// What hides the host's homes and state: the image has none.
+			if ok {
+				t.Errorf("the hidden %s is mounted in the pod: %+v", mt.Destination, vm)
+			}
 			continue
 		case !ok:
 			t.Errorf("the sandbox's mount of %s is not in the pod", mt.Destination)
@@ -429,7 +438,7 @@ func TestToolFilesTravelWithThePod(t *testing.T) {
 	var pod corev1.Pod
 	var np networkingv1.NetworkPolicy
 	var cm, files corev1.ConfigMap
-	objs := []any{&pod, &np}
+	objs := []any{&np, &pod}
 	if m.ConfigMap != nil {
 		objs = append(objs, &cm)
 	}
@@ -460,5 +469,44 @@ func TestToolFilesTravelWithThePod(t *testing.T) {
 	in.ToolFiles = []oci.ToolFile{{Path: "big", Data: make([]byte, 1<<20)}}
 	if _, err := Render(in, Options{Name: "t", Image: "busybox"}); err == nil || !strings.Contains(err.Error(), "ConfigMap") {
 		t.Errorf("1 MiB of tool files rendered: %v", err)
+	}
+}
+
+// A stand-in with another mount below it is writable (its mount point
+// has to be made in it), and says so; every read-only mount of the
+// workspace is recursively read-only.
+func TestNestedStandInsAndRecursiveReadOnly(t *testing.T) {
+	ws := "/w"
+	in := &oci.Portable{Workspace: ws, Spec: &specs.Spec{
+		Process: &specs.Process{Args: []string{"true"}, Cwd: ws},
+		Linux:   &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace}}},
+		Mounts: []specs.Mount{
+			{Destination: "/", Source: "/", Type: "bind", Options: []string{"rbind", "ro", "rro"}},
+			{Destination: ws, Source: ws, Type: "bind", Options: []string{"rbind", "rw"}},
+			{Destination: ws + "/.git/config", Source: ws + "/.git/config", Type: "bind", Options: []string{"rbind", "ro", "rro"}},
+			{Destination: ws + "/a", Source: ws + "/a", Type: "bind", Options: []string{"rbind", "ro", "rro"}},
+			{Destination: ws + "/a/b.cfg", Source: ws + "/a/b.cfg", Type: "bind", Options: []string{"rbind", "ro", "rro"}},
+		},
+	}, Placeholders: []bwrap.Placeholder{{Path: ws + "/a", Dir: true}, {Path: ws + "/a/b.cfg", Content: "x\n"}}}
+	m, err := Render(in, Options{Name: "n", Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPod(t, m.Pod)
+	at := map[string]corev1.VolumeMount{}
+	for _, vm := range m.Pod.Spec.Containers[0].VolumeMounts {
+		at[vm.MountPath] = vm
+	}
+	if a := at[ws+"/a"]; a.ReadOnly || !slices.ContainsFunc(m.Unenforced, func(u string) bool { return strings.HasPrefix(u, "a read-only "+ws+"/a ") }) {
+		t.Errorf("the stand-in %s/a with a mount below: %+v; unenforced %q", ws, a, m.Unenforced)
+	}
+	if b := at[ws+"/a/b.cfg"]; !b.ReadOnly || b.SubPath == "" {
+		t.Errorf("the file stand-in below it: %+v", b)
+	}
+	if c := at[ws+"/.git/config"]; !c.ReadOnly || c.RecursiveReadOnly == nil || *c.RecursiveReadOnly != corev1.RecursiveReadOnlyEnabled {
+		t.Errorf(".git/config: %+v, want recursively read-only", c)
+	}
+	if w := at[ws]; w.ReadOnly || w.RecursiveReadOnly != nil {
+		t.Errorf("the workspace: %+v", w)
 	}
 }
