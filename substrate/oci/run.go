@@ -116,7 +116,7 @@ func (rt Runtime) probe(ctx context.Context, stateDir string) error {
 	none := []string{}
 	o := DefaultOptions()
 	s := &specs.Spec{
-		Version:  specs.Version,
+		Version:  Version,
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Hostname: "cordon",
 		Process: &specs.Process{

@@ -51,6 +51,12 @@ import (
 // Name is the substrate's name.
 const Name = "oci"
 
+// Version is the runtime-spec version a bundle declares: the oldest
+// whose fields it uses (rro among them, 1.1.0), not the Go types' own
+// (1.3.0), which runtimes of before it refuse outright — crun 1.8:
+// "unknown version specified".
+const Version = "1.1.0"
+
 // Options are what the runtime that runs the bundle needs to know.
 type Options struct {
 	// Rootless: the runtime runs as an unprivileged user, uid and gid,
@@ -79,7 +85,7 @@ func Spec(sb *bwrap.Sandbox, argv []string, o Options) (*specs.Spec, error) {
 		o.Hostname = "cordon"
 	}
 	s := &specs.Spec{
-		Version:  specs.Version,
+		Version:  Version,
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Hostname: o.Hostname,
 		Process: &specs.Process{

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
 
@@ -439,4 +441,54 @@ func TestDetectJudgesEachWorkspace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "inside the workspace") {
 		t.Errorf("Detect for the workspace %s ran (or judged by an earlier answer) the runc inside it: %v", ws, err)
 	}
+}
+
+// TestCrunRunsOrIsRefusedWithItsReason: with crun alone on PATH, Detect
+// either proves it (and a sandbox's bundle then runs under it) or fails
+// closed, naming crun and what it said — on a host whose cgroups are in
+// the hybrid layout, crun 1.8 refuses them.
+func TestCrunRunsOrIsRefusedWithItsReason(t *testing.T) {
+	crun, err := exec.LookPath("crun")
+	testenv.Require(t, err == nil, "crun (Debian's crun package): %v", err)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	if err := os.Symlink(crun, filepath.Join(dir, "crun")); err != nil {
+		t.Fatal(err)
+	}
+	h := testenv.Harness(t)
+	rt, err := Detect(context.Background(), dir, "", h)
+	if err != nil {
+		if !errors.Is(err, refusal.SandboxUnavailable) || !strings.Contains(err.Error(), "crun: a bundle of `true` failed") || !strings.Contains(err.Error(), "runc: not found") {
+			t.Fatalf("crun refused without its reason: %v", err)
+		}
+		t.Logf("crun refused, as it should be where it cannot run a bundle: %v", err)
+		if hybridCgroups() && !strings.Contains(err.Error(), "hybrid") {
+			t.Errorf("on a hybrid cgroup layout the refusal does not say so: %v", err)
+		}
+		return
+	}
+	if rt.Name != "crun" {
+		t.Fatalf("Detect found %+v with crun alone on PATH", rt)
+	}
+	ws := gitWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one\n"), 0o644)
+	o, err := Run(context.Background(), RunSpec{Spec: bwrap.Spec{Policy: bwrap.NewPolicy(ws, testHarness), Environ: os.Environ(),
+		Command: []string{"sh", "-c", "echo two >> notes.txt; (echo x >> .git/config) 2>/dev/null || echo config-ro"}, Timeout: 20 * time.Second, MaxOutput: 1 << 16}, Runtime: rt})
+	if err != nil || o.ExitCode != 0 || strings.TrimSpace(o.Stdout) != "config-ro" {
+		t.Fatalf("the sandbox under crun: %+v %v", o, err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "notes.txt")); string(data) != "one\ntwo\n" {
+		t.Errorf("the workspace under crun holds %q", data)
+	}
+}
+
+// hybridCgroups reports whether cgroup v1 controllers are mounted beside
+// a v2 tree (systemd's hybrid layout).
+func hybridCgroups() bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	return strings.Contains(s, " - cgroup2 ") && strings.Contains(s, " - cgroup ")
 }
