@@ -1,0 +1,361 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// names is a test resolver: every name it knows maps to its addresses;
+// nothing leaves this machine.
+type names struct {
+	mu    sync.Mutex
+	addrs map[string][]string
+	asked map[string]int
+}
+
+func (n *names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.asked == nil {
+		n.asked = map[string]int{}
+	}
+	n.asked[host]++
+	var out []netip.Addr
+	for _, a := range n.addrs[host] {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	if len(out) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return out, nil
+}
+
+// upstream is a loopback TCP server that answers each connection with
+// "hello from upstream\n" and echoes what it reads, counting connections.
+type upstream struct {
+	ln       net.Listener
+	accepted atomic.Int64
+}
+
+func newUpstream(t *testing.T) *upstream {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.accepted.Add(1)
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "hello from upstream\n")
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return u
+}
+
+func (u *upstream) port() int { return u.ln.Addr().(*net.TCPAddr).Port }
+
+// serve runs a proxy of cfg on a unix socket until the test ends.
+func serve(t *testing.T, cfg Config) (*Proxy, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, sock
+}
+
+func rules(t *testing.T, ss ...string) []Rule {
+	var out []Rule
+	for _, s := range ss {
+		r, err := ParseRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// connect sends a raw request head to the proxy and returns the status
+// line and the connection (open on a 200).
+func connect(t *testing.T, sock, head string) (string, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, head)
+	br := bufio.NewReader(c)
+	line, _ := br.ReadString('\n')
+	if !strings.Contains(line, " 200 ") {
+		return strings.TrimSpace(line), c, br
+	}
+	for { // the rest of the proxy's response head
+		l, err := br.ReadString('\n')
+		if err != nil || l == "\r\n" {
+			break
+		}
+	}
+	return strings.TrimSpace(line), c, br
+}
+
+// An allowed name is tunnelled to the address the proxy resolved, end to
+// end, and the decision is logged with its bytes; mixed case is the same
+// name.
+func TestConnectToAGrantedName(t *testing.T) {
+	up := newUpstream(t)
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+	p, sock := serve(t, Config{Rules: rules(t, "api.example.test:"+strconv.Itoa(up.port())), Resolver: res, AllowInternal: true})
+	for _, host := range []string{"api.example.test", "API.Example.TEST"} {
+		target := net.JoinHostPort(host, strconv.Itoa(up.port()))
+		status, c, br := connect(t, sock, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		if !strings.HasPrefix(status, "HTTP/1.1 200") {
+			t.Fatalf("CONNECT %s: %s", target, status)
+		}
+		if l, _ := br.ReadString('\n'); l != "hello from upstream\n" {
+			t.Fatalf("through the tunnel: %q", l)
+		}
+		io.WriteString(c, "ping\n")
+		if l, _ := br.ReadString('\n'); l != "ping\n" {
+			t.Fatalf("echo through the tunnel: %q", l)
+		}
+		c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	ev := p.Events()
+	if len(ev) != 2 || !ev[0].Allowed || ev[0].Name != "api.example.test" || ev[0].Addr != "127.0.0.1:"+strconv.Itoa(up.port()) || ev[0].Up != 5 || ev[0].Down != 25 {
+		t.Errorf("events %+v", ev)
+	}
+}
+
+// Real clients through the proxy: Go's HTTP client sends plain HTTP in
+// absolute form and HTTPS through CONNECT, whose TLS goes end to end.
+func TestHTTPClientsThroughTheProxy(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "plain %s %s", r.Host, r.URL.Path)
+	}))
+	defer plain.Close()
+	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "secure %s", r.URL.Path)
+	}))
+	defer secure.Close()
+	port := func(s *httptest.Server) string { u, _ := url.Parse(s.URL); return u.Port() }
+	res := &names{addrs: map[string][]string{"web.example.test": {"127.0.0.1"}, "tls.example.test": {"127.0.0.1"}}}
+	p, sock := serve(t, Config{Rules: rules(t, "web.example.test", "tls.example.test:"+port(secure)), Resolver: res, AllowInternal: true})
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy.invalid"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the test server's own certificate
+	}}
+	get := func(u string) (int, string) {
+		resp, err := client.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("http://web.example.test:" + port(plain) + "/a"); code != 200 || body != "plain web.example.test:"+port(plain)+" /a" {
+		t.Errorf("plain HTTP: %d %q", code, body)
+	}
+	if code, body := get("https://tls.example.test:" + port(secure) + "/b"); code != 200 || body != "secure /b" {
+		t.Errorf("HTTPS through CONNECT: %d %q", code, body)
+	}
+	if code, body := get("http://other.example.test:" + port(plain) + "/"); code != 403 || !strings.Contains(body, "not granted") {
+		t.Errorf("a name not granted: %d %q", code, body)
+	}
+	var methods []string
+	for _, e := range p.Events() {
+		methods = append(methods, fmt.Sprintf("%s %s %v", e.Method, e.Name, e.Allowed))
+	}
+	if strings.Join(methods, ", ") != "GET web.example.test true, CONNECT tls.example.test true, GET other.example.test false" {
+		t.Errorf("events: %q", methods)
+	}
+}
+
+// Every bypass is refused before anything is dialled, and logged.
+func TestBypassesAreRefused(t *testing.T) {
+	up := newUpstream(t)
+	port := strconv.Itoa(up.port())
+	res := &names{addrs: map[string][]string{
+		"api.example.test":   {"127.0.0.1"},
+		"a.wild.test":        {"127.0.0.1"},
+		"wild.test":          {"127.0.0.1"},
+		"badwild.test":       {"127.0.0.1"},
+		"priv.example.test":  {"10.1.2.3"},
+		"loop.example.test":  {"127.0.0.1"},
+		"map.example.test":   {"::ffff:127.0.0.1"},
+		"meta.example.test":  {"169.254.169.254"},
+		"nat.example.test":   {"64:ff9b::a01:203"},
+		"cgn.example.test":   {"100.64.1.1"},
+		"mixed.example.test": {"93.184.216.34", "127.0.0.1"},
+		"nip.example.test":   {"127.0.0.1"}, // a name that resolves to loopback, nip.io-style
+	}}
+	granted := []string{"api.example.test:" + port, "*.wild.test", "priv.example.test", "loop.example.test", "map.example.test",
+		"meta.example.test", "nat.example.test", "cgn.example.test", "mixed.example.test", "nip.example.test"}
+	open, sockOpen := serve(t, Config{Rules: rules(t, granted...), Resolver: res, AllowInternal: true})
+	strict, sockStrict := serve(t, Config{Rules: rules(t, granted...), Resolver: res})
+	_, _ = open, strict
+	for _, c := range []struct {
+		name, sock, head, status, reason string
+	}{
+		{"a name not granted", sockOpen, "CONNECT other.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "not granted"},
+		{"a port not granted", sockOpen, "CONNECT api.example.test:1 HTTP/1.1\r\n\r\n", "403", "not granted"},
+		{"a direct address", sockOpen, "CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\n\r\n", "403", "address 127.0.0.1 is not granted"},
+		{"an IPv6 address", sockOpen, "CONNECT [::1]:" + port + " HTTP/1.1\r\n\r\n", "403", "address ::1 is not granted"},
+		{"a decimal host", sockOpen, "CONNECT 2130706433:" + port + " HTTP/1.1\r\n\r\n", "403", "numeric host"},
+		{"an octal host", sockOpen, "CONNECT 0177.0.0.1:" + port + " HTTP/1.1\r\n\r\n", "403", "numeric host"},
+		{"a hexadecimal host", sockOpen, "CONNECT 0x7f.1:" + port + " HTTP/1.1\r\n\r\n", "403", "numeric host"},
+		{"a short dotted host", sockOpen, "CONNECT 127.1:" + port + " HTTP/1.1\r\n\r\n", "403", "numeric host"},
+		{"a trailing dot", sockOpen, "CONNECT api.example.test.:" + port + " HTTP/1.1\r\n\r\n", "403", "trailing dot"},
+		{"an IDN name", sockOpen, "CONNECT b\xc3\xbccher.wild.test:" + port + " HTTP/1.1\r\n\r\n", "403", "non-ASCII"},
+		{"a NUL byte", sockOpen, "CONNECT api.example.test\x00.evil:" + port + " HTTP/1.1\r\n\r\n", "40", ""},
+		{"userinfo", sockOpen, "CONNECT user@api.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "userinfo"},
+		{"a Host header that disagrees", sockOpen, "CONNECT api.example.test:" + port + " HTTP/1.1\r\nHost: evil.test:" + port + "\r\n\r\n", "403", "disagrees"},
+		{"two Host headers", sockOpen, "CONNECT api.example.test:" + port + " HTTP/1.1\r\nHost: api.example.test:" + port + "\r\nHost: evil.test\r\n\r\n", "40", ""},
+		{"the wildcard's apex", sockOpen, "CONNECT wild.test:" + port + " HTTP/1.1\r\n\r\n", "403", "not granted"},
+		{"the wildcard's sibling", sockOpen, "CONNECT badwild.test:" + port + " HTTP/1.1\r\n\r\n", "403", "not granted"},
+		{"an origin-form request", sockOpen, "GET / HTTP/1.1\r\nHost: api.example.test:" + port + "\r\n\r\n", "400", "not a proxy request"},
+		{"a private address", sockStrict, "CONNECT priv.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "private"},
+		{"a name of loopback", sockStrict, "CONNECT nip.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "loopback"},
+		{"an IPv4-mapped loopback", sockStrict, "CONNECT map.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "loopback"},
+		{"the metadata address", sockStrict, "CONNECT meta.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "metadata"},
+		{"NAT64 of a private address", sockStrict, "CONNECT nat.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "NAT64 of private"},
+		{"shared address space", sockStrict, "CONNECT cgn.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "CGNAT"},
+		{"one internal address among the answers", sockStrict, "CONNECT mixed.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "loopback"},
+		{"plain HTTP to a name not granted", sockOpen, "GET http://other.example.test:" + port + "/ HTTP/1.1\r\nHost: other.example.test:" + port + "\r\n\r\n", "403", "not granted"},
+		{"plain HTTP with userinfo", sockOpen, "GET http://u:p@api.example.test:" + port + "/ HTTP/1.1\r\nHost: api.example.test:" + port + "\r\n\r\n", "403", "userinfo"},
+		{"plain HTTP whose Host disagrees", sockOpen, "GET http://api.example.test:" + port + "/ HTTP/1.1\r\nHost: evil.test\r\n\r\n", "403", "disagrees"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := up.accepted.Load()
+			status, conn, br := connect(t, c.sock, c.head)
+			body, _ := io.ReadAll(br)
+			conn.Close()
+			if !strings.Contains(status, " "+c.status) || !strings.Contains(string(body), c.reason) {
+				t.Errorf("%s: %q %q; want %s and %q", c.name, status, body, c.status, c.reason)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if up.accepted.Load() != before {
+				t.Errorf("%s: the upstream was dialled", c.name)
+			}
+		})
+	}
+	// The wildcard covers a name below it.
+	if status, _, _ := connect(t, sockOpen, "CONNECT a.wild.test:"+port+" HTTP/1.1\r\n\r\n"); !strings.Contains(status, " 200") {
+		t.Errorf("a.wild.test under *.wild.test: %s", status)
+	}
+	// Every refusal is in the log.
+	refused := 0
+	for _, e := range open.Events() {
+		if !e.Allowed && e.Reason != "" {
+			refused++
+		}
+	}
+	if refused < 10 {
+		t.Errorf("only %d refusals logged: %+v", refused, open.Events())
+	}
+}
+
+// The proxy resolves once per decision and dials the address it checked:
+// a resolver that answers differently the second time (DNS rebinding)
+// never reaches the dial.
+func TestRebindingNeverReachesTheDial(t *testing.T) {
+	up := newUpstream(t)
+	port := strconv.Itoa(up.port())
+	res := &rebinder{first: "93.184.216.34", then: "127.0.0.1"}
+	_, sock := serve(t, Config{Rules: rules(t, "rebind.example.test"), Resolver: res, DialTimeout: 300 * time.Millisecond})
+	status, _, _ := connect(t, sock, "CONNECT rebind.example.test:"+port+" HTTP/1.1\r\n\r\n")
+	if strings.Contains(status, " 200") || up.accepted.Load() != 0 || res.calls.Load() != 1 {
+		t.Errorf("status %q, upstream dialled %d times, %d lookups", status, up.accepted.Load(), res.calls.Load())
+	}
+}
+
+type rebinder struct {
+	first, then string
+	calls       atomic.Int64
+}
+
+func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	if r.calls.Add(1) == 1 {
+		return []netip.Addr{netip.MustParseAddr(r.first)}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr(r.then)}, nil
+}
+
+// A tunnel with no traffic closes at the idle bound.
+func TestIdleTunnelsClose(t *testing.T) {
+	up := newUpstream(t)
+	port := strconv.Itoa(up.port())
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+	_, sock := serve(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 200 * time.Millisecond})
+	status, _, br := connect(t, sock, "CONNECT api.example.test:"+port+" HTTP/1.1\r\n\r\n")
+	if !strings.Contains(status, " 200") {
+		t.Fatal(status)
+	}
+	br.ReadString('\n') // the upstream's greeting; then silence
+	start := time.Now()
+	if _, err := io.ReadAll(br); err != nil {
+		t.Fatalf("the tunnel did not close cleanly: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the idle tunnel closed after %v", took)
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	for in, want := range map[string]string{
+		"Example.COM":        "example.com",
+		"*.example.com:443":  "*.example.com:443",
+		"10.0.0.5:8080":      "10.0.0.5:8080",
+		"[::1]:22":           "[::1]:22",
+		"::ffff:10.0.0.1":    "10.0.0.1",
+		"pypi.org":           "pypi.org",
+		"xn--bcher-kva.test": "xn--bcher-kva.test",
+	} {
+		r, err := ParseRule(in)
+		if err != nil || r.String() != want {
+			t.Errorf("ParseRule(%q) = %q, %v; want %q", in, r.String(), err, want)
+		}
+	}
+	for _, in := range []string{"", "example.com.", "*.com", "*", "a..b", "-a.com", "a.com:0", "a.com:65536", "a.com:08", "127.1", "0x7f.1", "bücher.test", "a_b.com", "fe80::1%eth0"} {
+		if r, err := ParseRule(in); err == nil {
+			t.Errorf("ParseRule(%q) = %q, want an error", in, r)
+		}
+	}
+}
