@@ -47,7 +47,7 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 	if t == nil {
 		return nil, errUnsupported()
 	}
-	if p.Network < NetNone || p.Network > NetHost {
+	if p.Network < NetNone || p.Network > NetLoopback {
 		return nil, fmt.Errorf("seccomp: unknown network policy %v", p.Network)
 	}
 	if p.Metadata < MetadataAll || p.Metadata > MetadataNone {
@@ -108,7 +108,7 @@ func Program(p Policy) ([]bpf.RawInstruction, error) {
 
 	// socket(family, type, protocol).
 	switch p.Network {
-	case NetTCP:
+	case NetTCP, NetLoopback:
 		a.label("socket")
 		a.load(argLow(0))
 		a.jumpIf(bpf.JumpEqual, unix.AF_INET, "inet", "")

@@ -118,6 +118,11 @@ const (
 	NetTCP
 	// NetHost allows any AF_INET or AF_INET6 socket.
 	NetHost
+	// NetLoopback allows AF_INET and AF_INET6 only as SOCK_STREAM with
+	// protocol 0 or IPPROTO_TCP, listen(2) included: for a network
+	// namespace of loopback alone, whose only way out is the egress
+	// proxy's forwarder listening there (bubblewrap).
+	NetLoopback
 )
 
 // String names the network policy: none, tcp or host.
@@ -129,6 +134,8 @@ func (n Network) String() string {
 		return "tcp"
 	case NetHost:
 		return "host"
+	case NetLoopback:
+		return "loopback"
 	}
 	return fmt.Sprintf("Network(%d)", int(n))
 }
@@ -200,6 +207,8 @@ func (p Policy) String() string {
 			"; listen and MSG_FASTOPEN sends refused"
 	case NetHost:
 		socket = "socket() only AF_INET/AF_INET6, any type and protocol" + pair
+	case NetLoopback:
+		socket = "socket() only AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or IPPROTO_TCP (a network namespace of loopback alone)" + pair
 	default:
 		return fmt.Sprintf("seccomp: invalid network policy %v", p.Network)
 	}

@@ -4,6 +4,8 @@ import (
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/egress"
+	"strings"
 )
 
 func mech(name, detail string) substrate.Mechanism {
@@ -88,4 +90,16 @@ func Seccomp(p seccomp.Policy) substrate.Mechanism {
 // TmpfsTmp is the fresh /tmp of every call, capped at size bytes.
 func TmpfsTmp(size int64) substrate.Mechanism {
 	return mech("tmpfs-tmp", "--size "+capabilities.FormatSize(size)+" --tmpfs /tmp")
+}
+
+// EgressProxy is the way out of a sandbox of network none that may reach
+// named hosts: cordon's egress proxy, on the host side.
+func EgressProxy(rules []egress.Rule) substrate.Mechanism {
+	var rs []string
+	for _, r := range rules {
+		rs = append(rs, r.String())
+	}
+	return mech("egress-proxy", "the network namespace holds loopback alone, where a forwarder (cordon's own binary, bound read-only) listens on "+egress.ListenAddr+
+		" and hands each connection over an inherited socket to cordon's egress proxy on the host, which allows "+strings.Join(rs, ", ")+
+		" only: names checked and resolved by the proxy (internal addresses, numeric hosts, userinfo, IDN refused), the checked address dialled, every decision logged; HTTP_PROXY, HTTPS_PROXY, ALL_PROXY point at the forwarder")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/egress"
 )
 
 // Access is what a sandboxed command may do to the workspace.
@@ -97,6 +98,9 @@ type Policy struct {
 	tmpSize    int64
 	systemPath bool
 	limits     limits.Plan
+	// egress is the proxy's rules: the network stays none, and the only
+	// way out is the egress proxy through the forwarder.
+	egress []egress.Rule
 }
 
 // NewPolicy returns the policy of cordon's shell for the workspace, which
@@ -135,6 +139,9 @@ func (p Policy) Seccomp() seccomp.Policy {
 	if p.network == NetHost {
 		return seccomp.Policy{Network: seccomp.NetHost}
 	}
+	if len(p.egress) > 0 {
+		return seccomp.Policy{Network: seccomp.NetLoopback}
+	}
 	return seccomp.Policy{Network: seccomp.NetNone}
 }
 
@@ -171,6 +178,19 @@ func (p Policy) WithTmpSize(n int64) Policy { p.tmpSize = n; return p }
 // that a command planted in the workspace.
 func (p Policy) WithSystemPath(on bool) Policy { p.systemPath = on; return p }
 
+// WithEgress returns a copy of p whose command reaches the network only
+// through the egress proxy, under rules: its network namespace holds
+// loopback alone, where the forwarder listens ([egress.Forwarder]), and
+// the proxy variables point there. The caller runs the proxy
+// ([Spec.Egress]).
+func (p Policy) WithEgress(rules ...egress.Rule) Policy {
+	p.egress = slices.Clone(rules)
+	return p
+}
+
+// Egress returns the egress proxy's rules (none: no egress).
+func (p Policy) Egress() []egress.Rule { return slices.Clone(p.egress) }
+
 // Workspace returns the workspace path.
 func (p Policy) Workspace() string { return p.workspace }
 
@@ -206,6 +226,13 @@ func (p Policy) String() string {
 	if p.systemPath {
 		b.WriteString(", system PATH")
 	}
+	if len(p.egress) > 0 {
+		var rs []string
+		for _, r := range p.egress {
+			rs = append(rs, r.String())
+		}
+		fmt.Fprintf(&b, ", egress to %s", strings.Join(rs, " "))
+	}
 	if len(p.readOnly) > 0 {
 		fmt.Fprintf(&b, ", read-only binds %s", strings.Join(p.readOnly, " "))
 	}
@@ -232,6 +259,9 @@ func (p Policy) Mechanisms() []substrate.Mechanism {
 		m = append(m, ShareNet)
 	} else {
 		m = append(m, UnshareNet)
+	}
+	if len(p.egress) > 0 {
+		m = append(m, EgressProxy(p.egress))
 	}
 	if p.systemPath {
 		m = append(m, SystemPath)
@@ -260,6 +290,9 @@ func (p Policy) Validate() error {
 	ws := p.workspace
 	if !filepath.IsAbs(ws) || filepath.Clean(ws) != ws {
 		return invalid("workspace %q is not an absolute, clean path", ws)
+	}
+	if len(p.egress) > 0 && p.network != NetNone {
+		return invalid("egress through the proxy needs network none: the proxy is the only way out")
 	}
 	if ws == "/" || within("/tmp", ws) {
 		return invalid("workspace %s contains /tmp, which the sandbox replaces with a fresh tmpfs", ws)

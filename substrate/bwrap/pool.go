@@ -147,6 +147,9 @@ func (p *Pool) Warm(s Spec) error {
 // poolable returns the script of a command a pooled sandbox can run: its
 // standard input is none (/dev/null) or a reader, not a file.
 func poolable(s Spec) (string, bool) {
+	if len(s.Policy.egress) > 0 {
+		return "", false // its forwarder and control socket are the run's own
+	}
 	if _, file := s.Stdin.(*os.File); file || len(s.Command) != 3 || s.Command[0] != "/bin/sh" || s.Command[1] != "-c" {
 		return "", false
 	}

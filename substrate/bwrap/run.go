@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/egress"
 )
 
 // Spec is one command to run in a sandbox.
@@ -51,6 +53,10 @@ type Spec struct {
 	// Groups, when set, makes the run's cgroups ahead of it (see
 	// [Groups]).
 	Groups *Groups
+	// Egress serves the sandbox's way out when the policy has egress
+	// rules ([Policy.WithEgress]): the run hands it the host's end of
+	// the forwarder's control socket for its length. Required then.
+	Egress *egress.Proxy
 	// Later, when set, is handed the last step of the run — giving up the
 	// workspace's run lock, and removing the placeholders when no other
 	// run holds it — instead of Run doing it before it returns: a
@@ -120,6 +126,8 @@ type running struct {
 	base     string // and what it was when the sandbox was ready
 	prepared func() error
 	addErr   func() error
+	// stopEgress ends the egress proxy's service of the run, or is nil.
+	stopEgress func()
 }
 
 // end releases what the run held once its tree is gone: the side
@@ -127,6 +135,9 @@ type running struct {
 // workspace's placeholder session by the spec's Later, when it has one.
 func (r *running) end() {
 	r.prepared()
+	if r.stopEgress != nil {
+		r.stopEgress()
+	}
 	r.addErr() // before the group's Close, which must not race Add
 	if r.table != nil {
 		r.table.close()
@@ -190,6 +201,13 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	bin, err := binOf(s)
 	if err != nil {
 		return nil, err
+	}
+	if len(s.Policy.egress) > 0 {
+		stop, err := startEgress(ctx, s, sb)
+		if err != nil {
+			return nil, err
+		}
+		r.stopEgress = stop
 	}
 	cmd, err := sb.command(bin, s.Command, script)
 	if err != nil {
@@ -483,4 +501,34 @@ func (g *Groups) refill(p limits.Plan) {
 	if g != nil {
 		g.spares.Refill(p, sandboxProcesses)
 	}
+}
+
+// startEgress makes the forwarder's control socket: the sandbox's end for
+// sb's command, the host's served by the spec's proxy until the returned
+// stop, which waits for its connections to close.
+func startEgress(ctx context.Context, s Spec, sb *Sandbox) (func(), error) {
+	if s.Egress == nil {
+		return nil, invalid("the policy has egress rules but the spec no proxy (Spec.Egress)")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "the egress control socket: " + err.Error()}
+	}
+	host := os.NewFile(uintptr(fds[0]), "egress-control")
+	conn, err := net.FileConn(host)
+	host.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "the egress control socket: " + err.Error()}
+	}
+	sb.mu.Lock()
+	sb.egressCtl = os.NewFile(uintptr(fds[1]), "egress-control")
+	sb.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Egress.ServeControl(ctx, conn.(*net.UnixConn))
+	}()
+	return func() { cancel(); <-done }, nil
 }

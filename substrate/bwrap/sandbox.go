@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/egress"
 )
 
 // Sandbox is a [Policy] made ready on this host: harness directories exist,
@@ -43,8 +44,11 @@ type Sandbox struct {
 	argsW   *os.File
 	filterR *os.File // the seccomp program, written whole into a pipe
 	scriptR *os.File // a pooled command's script (scriptFD), or nil
-	status  chan statusRecord
-	used    bool
+	// egressCtl is the forwarder's end of the egress control socket, or
+	// nil: handed to bwrap, closed here once it runs.
+	egressCtl *os.File
+	status    chan statusRecord
+	used      bool
 }
 
 // statusRecord is one JSON document bwrap writes on its status descriptor:
@@ -170,6 +174,13 @@ func (s *Sandbox) build(environ []string) error {
 	hidden := hiddenDirs(environ, p.harness)
 	a := append(namespaceArgs(p.network), baseArgs(p.tmpSize)...)
 	a = append(a, "--dir", Home)
+	if len(p.egress) > 0 {
+		self, err := forwarderProgram()
+		if err != nil {
+			return err
+		}
+		a = append(a, "--ro-bind", self, ForwarderPath)
+	}
 	var inside, remount []string // hidden directories strictly inside the workspace; read-only tmpfs
 	for _, h := range hidden {
 		a = append(a, "--size", strconv.Itoa(hiddenSize), "--tmpfs", h)
@@ -458,7 +469,28 @@ func (p Policy) Environment(environ []string) []string {
 	if p.access != AccessNone && !p.systemPath {
 		lead = []string{filepath.Join(p.workspace, ".local", "bin")}
 	}
-	return substrate.Environment(environ, lead, p.systemPath, Home, p.env)
+	env := substrate.Environment(environ, lead, p.systemPath, Home, p.env)
+	if len(p.egress) > 0 {
+		env = append(env, egress.ProxyEnv()...)
+	}
+	return env
+}
+
+// ForwarderPath is where a sandbox with egress sees the forwarder: this
+// binary, bound read-only into its /tmp.
+const ForwarderPath = "/tmp/.cordon/egress-forward"
+
+// forwarderProgram is this binary, which holds the forwarder (it imports
+// package egress): the resolved file, as bound into the sandbox.
+func forwarderProgram() (string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return "", &Error{Op: "start", Err: ErrSetup, Cause: err, detail: "cannot find this binary, the egress forwarder: " + err.Error()}
+	}
+	return self, nil
 }
 
 func lookupEnv(environ []string, name string) (string, bool) {
@@ -656,6 +688,13 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 	if script != nil {
 		extra = append(extra, script) // scriptFD
 	}
+	if s.egressCtl != nil {
+		// The forwarder's control socket, the one descriptor beyond the
+		// standard three that reaches the command; the forwarder keeps it
+		// from the tool it runs.
+		extra = append(extra, s.egressCtl)
+		argv = egress.Forwarder(ForwarderPath, 3+len(extra)-1, argv)
+	}
 	return &exec.Cmd{
 		Path: bin,
 		Args: append([]string{"bwrap", "--args", strconv.Itoa(argsFD), "--"}, argv...),
@@ -706,12 +745,12 @@ func (s *Sandbox) readStatus(r io.Reader) {
 func (s *Sandbox) launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR} {
+	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR = nil, nil, nil, nil, nil
+	s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl = nil, nil, nil, nil, nil, nil
 }
 
 // release lets the command start: bwrap reads one byte on its block

@@ -1,0 +1,98 @@
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate/egress"
+)
+
+func needBwrap(t *testing.T) {
+	t.Helper()
+	bin, err := Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	testenv.Require(t, Detect(context.Background(), bin) == nil, "a working bubblewrap sandbox")
+}
+
+// testNames is a test resolver: every name it knows is the host's
+// loopback; nothing leaves this machine.
+type testNames map[string]string
+
+func (n testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := n[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestEgressReachesTheGrantedNameAlone: in a sandbox of network none with
+// egress to one name, curl (through the proxy variables) reaches that
+// name on the host's loopback, and is refused another name; a direct
+// connection to the host's listener, and curl told to ignore the proxy,
+// fail; the proxy logged each decision.
+func TestEgressReachesTheGrantedNameAlone(t *testing.T) {
+	needBwrap(t)
+	curl, err := exec.LookPath("curl")
+	testenv.Require(t, err == nil, "curl: %v", err)
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		fmt.Fprintf(w, "hello %s", r.Host)
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port := u.Port()
+	rule, _ := egress.ParseRule("api.example.test:" + port)
+	proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}, AllowInternal: true,
+		Resolver: testNames{"api.example.test": "127.0.0.1", "other.example.test": "127.0.0.1"}})
+	ws := tempWorkspace(t)
+	script := fmt.Sprintf(`%[1]s -sS -m 5 http://api.example.test:%[2]s/ ; echo " exit=$?"
+%[1]s -sS -m 5 -o /dev/null -w '%%{http_code}' http://other.example.test:%[2]s/ ; echo " exit=$?"
+%[1]s -sS -m 2 --noproxy '*' http://127.0.0.1:%[2]s/ >/dev/null 2>&1; echo "direct exit=$?"
+env | grep -c '^[A-Za-z_]*_[Pp][Rr][Oo][Xx][Yy]='`, curl, port)
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(ws).WithSystemPath(true).WithEgress(rule).WithReadOnly(curl), Egress: proxy,
+		Command: []string{"/bin/sh", "-c", script}, Timeout: 20 * time.Second, MaxOutput: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(o.Stdout), "\n")
+	if len(lines) != 4 || lines[0] != "hello api.example.test:"+port+" exit=0" || !strings.HasPrefix(lines[1], "403") ||
+		lines[2] == "direct exit=0" || lines[3] != "8" || o.ExitCode != 0 {
+		t.Fatalf("in the sandbox: exit %d\n%s\nstderr: %s", o.ExitCode, o.Stdout, o.Stderr)
+	}
+	if hits != 1 {
+		t.Errorf("the host's server was reached %d times, want once", hits)
+	}
+	ev := proxy.Events()
+	if len(ev) != 2 || !ev[0].Allowed || ev[0].Name != "api.example.test" || ev[1].Allowed || ev[1].Name != "other.example.test" {
+		t.Errorf("the proxy's log: %+v", ev)
+	}
+}
+
+// The forwarder's exit is the command's: a status, and a signal.
+func TestEgressKeepsTheCommandsStatus(t *testing.T) {
+	needBwrap(t)
+	rule, _ := egress.ParseRule("api.example.test")
+	for script, want := range map[string]int{"exit 7": 7, "kill -TERM $$": 143, "true": 0} {
+		proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}})
+		o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule), Egress: proxy,
+			Command: []string{"/bin/sh", "-c", script}, Timeout: 10 * time.Second})
+		if err != nil || o.ExitCode != want {
+			t.Errorf("%q: exit %d, %v (stderr %q); want %d", script, o.ExitCode, err, o.Stderr, want)
+		}
+	}
+	if _, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule), Command: []string{"true"}}); err == nil {
+		t.Errorf("an egress policy ran without a proxy")
+	}
+}

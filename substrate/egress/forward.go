@@ -1,0 +1,200 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ForwardArg, as the first argument of a program that imports this
+// package, makes it the forwarder inside a sandbox (see [Forwarder]).
+const ForwardArg = "__cordon-egress-forward"
+
+// ListenAddr is where the forwarder listens inside the sandbox's network
+// namespace (loopback alone), and ProxyURL what the proxy variables say.
+const (
+	ListenAddr = "127.0.0.1:3128"
+	ProxyURL   = "http://" + ListenAddr
+)
+
+// ProxyEnv is the environment that points a sandboxed command's clients
+// at the forwarder: HTTP_PROXY, HTTPS_PROXY and ALL_PROXY, upper and lower
+// case, and an empty NO_PROXY.
+func ProxyEnv() []string {
+	var env []string
+	for _, n := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, n+"="+ProxyURL)
+	}
+	for _, n := range []string{"http_proxy", "https_proxy", "all_proxy"} {
+		env = append(env, n+"="+ProxyURL)
+	}
+	return append(env, "NO_PROXY=", "no_proxy=")
+}
+
+// Forwarder returns the command line that runs argv under the forwarder:
+// prog (this binary, as the sandbox sees it) listens on [ListenAddr],
+// then runs argv as its child and exits as the child did; each connection
+// it accepts goes to the proxy as a new socket pair, one end sent over
+// the control socket at descriptor fd (SCM_RIGHTS). The forwarder decides
+// nothing: the proxy on the host does.
+func Forwarder(prog string, fd int, argv []string) []string {
+	return append([]string{prog, ForwardArg, strconv.Itoa(fd), ListenAddr, "--"}, argv...)
+}
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ForwardArg {
+		os.Exit(forwardMain(os.Args[2:]))
+	}
+}
+
+func forwardMain(args []string) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "cordon egress forwarder: "+format+"\n", a...)
+		return 126
+	}
+	if len(args) < 4 || args[2] != "--" {
+		return fail("usage: %s FD ADDR -- CMD ARGS...", ForwardArg)
+	}
+	fd, err := strconv.Atoi(args[0])
+	if err != nil || fd < 3 {
+		return fail("bad control descriptor %q", args[0])
+	}
+	ctlFile := os.NewFile(uintptr(fd), "egress-control")
+	ctlConn, err := net.FileConn(ctlFile) // a duplicate, close-on-exec
+	ctlFile.Close()
+	if err != nil {
+		return fail("the control descriptor: %v", err)
+	}
+	ctl, ok := ctlConn.(*net.UnixConn)
+	if !ok {
+		return fail("the control descriptor is not a unix socket")
+	}
+	ln, err := net.Listen("tcp", args[1])
+	if err != nil {
+		return fail("listening on %s: %v", args[1], err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go forwardOne(ctl, c)
+		}
+	}()
+	cmd := exec.Command(args[3], args[4:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[3], err)
+		if os.IsNotExist(err) || isNotFound(err) {
+			return 127
+		}
+		return 126
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if st.Signaled() {
+		// Die of the same signal, so that the status is the command's.
+		signal.Reset(st.Signal())
+		syscall.Kill(os.Getpid(), st.Signal())
+		select {}
+	}
+	if err != nil && cmd.ProcessState == nil {
+		return 126
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+func isNotFound(err error) bool {
+	e, ok := err.(*exec.Error)
+	return ok && e.Err == exec.ErrNotFound
+}
+
+// forwardOne hands the connection c to the proxy: a new socket pair, one
+// end sent over ctl, the other spliced with c.
+func forwardOne(ctl *net.UnixConn, c net.Conn) {
+	defer c.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	mine := os.NewFile(uintptr(pair[0]), "egress")
+	theirs := os.NewFile(uintptr(pair[1]), "egress")
+	_, _, err = ctl.WriteMsgUnix([]byte{1}, unix.UnixRights(pair[1]), nil)
+	theirs.Close()
+	if err != nil {
+		mine.Close()
+		return
+	}
+	up, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
+	go func() { io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+// ServeControl serves the connections a forwarder hands over ctl, each a
+// socket received with SCM_RIGHTS, until ctl ends (the forwarder is gone)
+// or ctx does. It returns once every connection it served is closed.
+func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		ctl.Close()
+	}()
+	defer p.conns.Wait()
+	buf := make([]byte, 16)
+	oob := make([]byte, unix.CmsgSpace(4*8))
+	for {
+		_, oobn, _, _, err := ctl.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return nil
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			continue
+		}
+		for _, m := range msgs {
+			fds, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				continue
+			}
+			for _, fd := range fds {
+				unix.CloseOnExec(fd)
+				f := os.NewFile(uintptr(fd), "egress")
+				c, err := net.FileConn(f)
+				f.Close()
+				if err != nil {
+					continue
+				}
+				p.conns.Add(1)
+				go func() {
+					defer p.conns.Done()
+					p.serveConn(ctx, c)
+				}()
+			}
+		}
+	}
+}
