@@ -3,6 +3,7 @@ package capabilities
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -130,6 +131,20 @@ func (c Capability) Port() int {
 		return int(c.num)
 	}
 	return 0
+}
+
+// Host returns the host and port of net.connect:host:TARGET ("*.example.com"
+// and 0 for any port), or "" and 0.
+func (c Capability) Host() (string, int) {
+	if c.kind != KindNetConnect || !strings.HasPrefix(c.arg, ConnectHost+":") {
+		return "", 0
+	}
+	t := strings.TrimPrefix(c.arg, ConnectHost+":")
+	if c.num == 0 {
+		return t, 0
+	}
+	h, _, _ := net.SplitHostPort(t)
+	return h, int(c.num)
 }
 
 // Size returns the bytes of output:, memory: or tmp:, or 0.
@@ -338,20 +353,48 @@ func ConnectTCPPort(port int) (Capability, error) {
 	return Capability{kind: KindNetConnect, arg: ConnectTCP + ":" + strconv.Itoa(port), num: int64(port)}, nil
 }
 
-// ConnectToHost returns net.connect:host:NAME for a DNS name or an IP
-// address. Names are lowercased.
-func ConnectToHost(name string) (Capability, error) {
-	in := "net.connect:host:" + name
-	if a, err := netip.ParseAddr(name); err == nil {
+// ConnectToHost returns net.connect:host:TARGET, where TARGET is a DNS
+// name, "*." and a domain (every name below it, never the domain
+// itself), or an IP address ("[...]" for IPv6 with a port), each with an
+// optional ":PORT". Names are lowercased.
+func ConnectToHost(target string) (Capability, error) {
+	in := "net.connect:host:" + target
+	host, port := target, 0
+	if h, p, err := net.SplitHostPort(target); err == nil {
+		n, err := parseCount(p, MaxPort)
+		if err != nil {
+			return Capability{}, wrapValue(in, err)
+		}
+		host, port = h, int(n)
+	} else if strings.HasPrefix(target, "[") {
+		return Capability{}, fail(in, ErrSyntax, "an IPv6 address in brackets takes a port: [ADDRESS]:PORT, or the address alone")
+	}
+	withPort := func(h string) string {
+		if port == 0 {
+			return h
+		}
+		return net.JoinHostPort(h, strconv.Itoa(port))
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
 			return Capability{}, fail(in, ErrSyntax, "an address with a zone cannot be granted")
 		}
-		return Capability{kind: KindNetConnect, arg: ConnectHost + ":" + a.String()}, nil
+		return Capability{kind: KindNetConnect, arg: ConnectHost + ":" + withPort(a.Unmap().String()), num: int64(port)}, nil
 	}
+	name, wild := strings.CutPrefix(host, "*.")
 	if reason := checkHostName(name); reason != "" {
 		return Capability{}, fail(in, ErrSyntax, "%s", reason)
 	}
-	return Capability{kind: KindNetConnect, arg: ConnectHost + ":" + strings.ToLower(name)}, nil
+	if wild && !strings.Contains(name, ".") {
+		return Capability{}, fail(in, ErrSyntax, "a wildcard covers the names below a domain of two labels or more (*.example.com), not a top-level domain")
+	}
+	if last := name[strings.LastIndexByte(name, '.')+1:]; strings.Trim(last, "0123456789") == "" {
+		return Capability{}, fail(in, ErrSyntax, "a numeric host is an address in another spelling: grant the address itself")
+	}
+	if wild {
+		name = "*." + name
+	}
+	return Capability{kind: KindNetConnect, arg: ConnectHost + ":" + withPort(strings.ToLower(name)), num: int64(port)}, nil
 }
 
 func checkHostName(name string) string {

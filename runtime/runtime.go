@@ -13,6 +13,7 @@ import (
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/egress"
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/oci"
@@ -111,6 +112,10 @@ type Result struct {
 	// refused it.
 	Log      []wasm.LogLine
 	Refusals []wasm.Refusal
+	// Egress is the egress proxy's log of the run: every connection it
+	// allowed or refused, with its bytes (a run granted net.connect on
+	// bwrap).
+	Egress []egress.Event
 }
 
 // String summarizes the result in one line, for logs and messages.
@@ -189,7 +194,13 @@ func (r *Runtime) runBwrap(ctx context.Context, p *admission.Prepared, res *Resu
 	if err != nil {
 		return err
 	}
+	if rules := spec.Policy.Egress(); len(rules) > 0 {
+		spec.Egress = egress.New(egress.Config{Rules: rules})
+	}
 	o, err := bwrap.Run(ctx, spec)
+	if spec.Egress != nil {
+		res.Egress = spec.Egress.Events()
+	}
 	if err != nil {
 		return err
 	}

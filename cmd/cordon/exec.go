@@ -22,12 +22,16 @@ func init() {
 	register(command{name: "exec", summary: "[flags] -- CMD ARGS...: run a native command in the sandbox", usage: execUsage, run: runExec})
 }
 
-const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--env NAME]...
+const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--allow-host H]... [--env NAME]...
                    [--tmp-size SIZE] [--memory SIZE] [--pids N] [--cpu D] [--substrate bwrap|landlock|oci]
                    [--no-sandbox] [--autonomy supervised|unattended] [--receipt] [--json] -- CMD ARGS...
   --timeout D         wall-clock bound, e.g. 30s, 5m (default 2m); exit 124 when it ends the run
   --max-output SIZE   bytes kept of each of stdout and stderr, head and tail (default 1MiB)
   --net none|host     none: no network, not even the host's loopback (default); host: open network
+  --allow-host H      reach the host H only, through cordon's egress proxy (repeatable; bwrap): a name,
+                      *.DOMAIN for the names below it, or an address, each with an optional :PORT;
+                      the sandbox keeps no network of its own, and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
+                      point at the proxy, which refuses every other name and internal addresses
   --env NAME          pass cordon's value of NAME into the sandbox (repeatable; unset names are left out)
   --tmp-size SIZE     cap of the sandbox's /tmp (which holds HOME) and of its /dev/shm (default 512MiB; bwrap and oci)
   --memory SIZE       memory limit of the whole run (a cgroup where cordon can make one, else RLIMIT_AS)
@@ -56,6 +60,7 @@ func runExec(e *env, args []string) int {
 	timeout := fs.Duration("timeout", defaultExecTimeout, "wall-clock bound")
 	maxOutput := fs.String("max-output", capture.FormatSize(defaultExecOutput), "bytes kept per stream")
 	netName := fs.String("net", "none", "none or host")
+	allowHosts := fs.StringArray("allow-host", nil, "a host the command may reach through the egress proxy")
 	envNames := fs.StringArray("env", nil, "environment variable to pass in")
 	tmpSize := fs.String("tmp-size", capture.FormatSize(bwrap.DefaultTmpSize), "cap of /tmp and /dev/shm")
 	noSandbox := fs.Bool("no-sandbox", false, "run on the host without a sandbox")
@@ -92,6 +97,11 @@ func runExec(e *env, args []string) int {
 	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, *maxOutput, *netName, *tmpSize, *envNames, *memory, *pids, *cpu)
 	if code >= 0 {
 		return code
+	}
+	if len(*allowHosts) > 0 {
+		if set, code = e.withAllowedHosts(set, *allowHosts, fs.Changed("net") && *netName != "none", *noSandbox); code >= 0 {
+			return code
+		}
 	}
 
 	a, err := e.admitter(true, false)
@@ -137,6 +147,11 @@ func runExec(e *env, args []string) int {
 		}
 		for _, n := range res.Notes {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", n)
+		}
+		for _, ev := range res.Egress {
+			if !ev.Allowed {
+				fmt.Fprintf(e.stderr, "cordon: egress refused %s %s:%d: %s\n", ev.Method, ev.Name, ev.Port, ev.Reason)
+			}
 		}
 		if res.TimedOut {
 			fmt.Fprintf(e.stderr, "cordon: timed out after %v; the process tree was killed (%s)\n", timeout.Round(time.Millisecond), res.Signal)
@@ -235,6 +250,32 @@ func (e *env) execCapabilities(netSet bool, sub string, timeout time.Duration, m
 	return set, -1
 }
 
+// withAllowedHosts replaces net:none in set by net.connect:host for each
+// --allow-host, or returns the exit code of a usage error.
+func (e *env) withAllowedHosts(set capabilities.Set, hosts []string, openNet, noSandbox bool) (capabilities.Set, int) {
+	if openNet || noSandbox {
+		return capabilities.Set{}, e.usageError("--allow-host narrows a sandbox of no network to named hosts; drop --net host or --no-sandbox, or --allow-host")
+	}
+	var caps []capabilities.Capability
+	for _, c := range set.All() {
+		if c != capabilities.NoNet() {
+			caps = append(caps, c)
+		}
+	}
+	for _, h := range hosts {
+		c, err := capabilities.ConnectToHost(h)
+		if err != nil {
+			return capabilities.Set{}, e.usageError("--allow-host: " + err.Error())
+		}
+		caps = append(caps, c)
+	}
+	out, err := capabilities.NewSet(dedupe(caps)...)
+	if err != nil {
+		return capabilities.Set{}, e.usageError("--allow-host: " + err.Error())
+	}
+	return out, -1
+}
+
 // dedupe drops repeated capabilities (--env NAME given twice).
 func dedupe(caps []capabilities.Capability) []capabilities.Capability {
 	var out []capabilities.Capability
@@ -270,6 +311,9 @@ func resultJSON(r runtime.Result) map[string]any {
 	}
 	if r.Substrate == "wasm" {
 		out["trap"], out["log"], out["refusals"] = r.Trap, nonNil(r.Log), nonNil(r.Refusals)
+	}
+	if r.Egress != nil {
+		out["egress"] = r.Egress
 	}
 	return out
 }

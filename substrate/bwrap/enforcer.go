@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/egress"
 )
 
 // Name is the substrate's name in grants and facts.
@@ -150,7 +151,11 @@ func mechanismsOf(c capabilities.Capability, set capabilities.Set) ([]substrate.
 		}
 		return []substrate.Mechanism{UnshareNet}, nil
 	case capabilities.KindNetConnect:
-		return nil, refuse("bubblewrap can only cut the network off (--unshare-net) or share the host's; it cannot filter connections by port or host name, and no filtering proxy runs here", "net:none", "net:host")
+		rules, err := EgressRules(set)
+		if err != nil {
+			return nil, refuse(err.Error(), "net.connect:host:NAME[:PORT]", "net:none")
+		}
+		return []substrate.Mechanism{UnshareNet, EgressProxy(rules)}, nil
 	case capabilities.KindEnv:
 		return []substrate.Mechanism{ClearEnv}, nil
 	case capabilities.KindTime:
@@ -217,6 +222,11 @@ func PolicyOf(set capabilities.Set, workspace string, h harness.Config) (Policy,
 		case capabilities.KindTmp:
 			p.tmpSize = c.Size()
 		}
+	}
+	if rules, err := EgressRules(set); err != nil {
+		return Policy{}, err
+	} else if len(rules) > 0 {
+		p = p.WithEgress(rules...)
 	}
 	plan, err := limits.Detect().Plan(limits.SpecOf(set))
 	if err != nil {
@@ -346,4 +356,26 @@ func writeRecord(p string, rec versionRecord) {
 	if err != nil {
 		os.Remove(tmp.Name())
 	}
+}
+
+// EgressRules returns the egress proxy's rules of the set's net.connect
+// capabilities: net.connect:host:TARGET allows that name, wildcard or
+// address (and port); net.connect:tcp:PORT any name at that port, never
+// an address.
+func EgressRules(set capabilities.Set) ([]egress.Rule, error) {
+	var rules []egress.Rule
+	for _, c := range set.Of(capabilities.KindNetConnect) {
+		if port := c.Port(); port != 0 {
+			rules = append(rules, egress.Rule{Host: "*", Port: port})
+			continue
+		}
+		host, port := c.Host()
+		r, err := egress.ParseRule(host)
+		if err != nil {
+			return nil, err
+		}
+		r.Port = port
+		rules = append(rules, r)
+	}
+	return rules, nil
 }

@@ -55,10 +55,10 @@ import (
 	"time"
 )
 
-// A Rule allows connections to one name, every name below a suffix, or one
-// address, at one port or at any (Port 0).
+// A Rule allows connections to one name, every name below a suffix, every
+// name ("*"), or one address, at one port or at any (Port 0).
 type Rule struct {
-	Host string // "example.com", "*.example.com" or an address, canonical
+	Host string // "example.com", "*.example.com", "*" or an address, canonical
 	Port int
 }
 
@@ -406,6 +406,9 @@ func (p *Proxy) decide(ctx context.Context, host string, port int) ([]netip.Addr
 // matches reports whether the rule's host covers name: equal, or "*.S"
 // and name ends in ".S" with at least one label before it.
 func matches(ruleHost, name string) bool {
+	if ruleHost == "*" {
+		return true // any name (net.connect:tcp:PORT), never an address
+	}
 	if suffix, ok := strings.CutPrefix(ruleHost, "*."); ok {
 		return strings.HasSuffix(name, "."+suffix) && len(name) > len(suffix)+1
 	}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// TestExecAllowHost: cordon exec --allow-host ADDRESS:PORT lets curl reach
+// the host's listener there through the egress proxy and nothing else —
+// another name is refused (and said so on stderr), a direct connection
+// fails — and --json carries the proxy's log; --allow-host beside an open
+// network, without a sandbox or with a bad target is a usage error.
+func TestExecAllowHost(t *testing.T) {
+	needBwrap(t)
+	curl, err := exec.LookPath("curl")
+	testenv.Require(t, err == nil, "curl: %v", err)
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++; fmt.Fprint(w, "hello") }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	ws := tempWorkspace(t)
+	script := fmt.Sprintf(`%[1]s -sS -m 5 %[2]s/; echo
+%[1]s -sS -m 5 -o /dev/null -w '%%{http_code}\n' http://other.example.test/
+%[1]s -sS -m 2 --noproxy '*' %[2]s/ >/dev/null 2>&1 || echo direct-failed`, curl, srv.URL)
+	code, stdout, stderr := cordonMain(t, "", "-w", ws, "exec", "--allow-host", u.Host, "--", "sh", "-c", script)
+	if code != 0 || stdout != "hello\n403\ndirect-failed\n" || !strings.Contains(stderr, "cordon: egress refused GET other.example.test:80: other.example.test:80 is not granted") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
+	}
+	if hits != 1 {
+		t.Errorf("the host's listener was reached %d times, want once", hits)
+	}
+	code, stdout, _ = cordonMain(t, "", "-w", ws, "exec", "--json", "--allow-host", u.Host, "--", curl, "-sS", "-m", "5", "-o", "/dev/null", srv.URL+"/")
+	var got struct {
+		Egress []struct {
+			Name    string
+			Allowed bool
+			Down    int64
+		}
+		Mechanisms []string
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &got) != nil || len(got.Egress) != 1 || !got.Egress[0].Allowed || got.Egress[0].Name != "127.0.0.1" || got.Egress[0].Down == 0 {
+		t.Fatalf("--json: exit %d %s", code, stdout)
+	}
+	if !strings.Contains(strings.Join(got.Mechanisms, "\n"), "egress proxy on the host, which allows "+u.Host+" only") {
+		t.Errorf("the mechanisms do not name the egress proxy: %q", got.Mechanisms)
+	}
+	for _, args := range [][]string{
+		{"--allow-host", "a.example", "--net", "host"},
+		{"--allow-host", "a.example", "--no-sandbox"},
+		{"--allow-host", "127.1"},
+		{"--allow-host", "*.com"},
+	} {
+		if code, _, stderr := cordonMain(t, "", append(append([]string{"-w", ws, "exec"}, args...), "--", "true")...); code != exitUsage {
+			t.Errorf("exec %q: exit %d, want usage (%s)", args, code, stderr)
+		}
+	}
+}
