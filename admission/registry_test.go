@@ -138,10 +138,10 @@ func TestRegistryReplacesOnlyWhenAdmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A changed declaration that is refused changes nothing.
-	bad := strings.Replace(toolV1, `"time:5s"`, `"time:5s", "net.connect:tcp:443"`, 1)
+	bad := strings.Replace(toolV1, `"time:5s"`, `"time:5s", "wasm.import:cordon/log"`, 1)
 	os.WriteFile(filepath.Join(f.ws, "src", "tool.json"), []byte(bad), 0o644)
 	if _, err := f.a.Admit(context.Background(), Source{Data: []byte(bad), Dir: filepath.Join(f.ws, "src")}); err == nil {
-		t.Fatal("net.connect admitted")
+		t.Fatal("wasm.import admitted for a native tool")
 	}
 	if tool, err := f.reg.Load("greet"); err != nil || tool.Grant.Digest != v1.Grant.Digest {
 		t.Fatalf("after a refused re-admission: %v, %v", tool, err)

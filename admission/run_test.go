@@ -60,19 +60,19 @@ func TestPrepareRechecksChangedHost(t *testing.T) {
 		t.Errorf("the re-made grant was not registered")
 	}
 
-	// A grant for a capability this host refuses (as if admitted where a
-	// filtering proxy existed) is refused at run time.
+	// A grant for a capability this host refuses (as if admitted where it
+	// could be held) is refused at run time.
 	adm = f.admit(t, decl("filtered", `["true"]`, nil, "time:5s"), nil)
 	adm.Grant.Facts.Kernel = "0.0-another-host"
 	adm.Grant.FactsDigest = adm.Grant.Facts.Digest()
-	adm.Declaration.Capabilities = []string{"net.connect:tcp:443"}
+	adm.Declaration.Capabilities = []string{"wasm.import:cordon/log"}
 	adm.Manifest, adm.Grant.Digest = manifestOf(adm.Declaration, adm.Files)
 	if _, err := f.reg.Register(adm); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.a.Prepare(context.Background(), f.reg, "filtered", nil)
 	var hc *HostChangedError
-	if !errors.As(err, &hc) || !errors.Is(err, ErrCapabilityRefused) || !strings.Contains(err.Error(), "net.connect:tcp:443") {
+	if !errors.As(err, &hc) || !errors.Is(err, ErrCapabilityRefused) || !strings.Contains(err.Error(), "wasm.import:cordon/log") {
 		t.Fatalf("Prepare = %v", err)
 	}
 }

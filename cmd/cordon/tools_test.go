@@ -116,7 +116,7 @@ func TestAdmitToolsRun(t *testing.T) {
 func TestAdmitRefusal(t *testing.T) {
 	requireSandbox(t)
 	ws := toolWorkspace(t)
-	decl := `{"name": "fetch", "kind": "native", "command": ["curl"], "capabilities": ["net.connect:tcp:443", "env:LD_PRELOAD"]}`
+	decl := `{"name": "fetch", "kind": "native", "command": ["curl"], "capabilities": ["wasm.import:cordon/log", "env:LD_PRELOAD"]}`
 	r := cordon(t, decl, "admit", "-w", ws, "--json", "-")
 	var out struct {
 		Error, Op, Path, Message, Tool string
@@ -135,7 +135,7 @@ func TestAdmitRefusal(t *testing.T) {
 			t.Errorf("reason without what blocked it or what to ask instead: %+v", reason)
 		}
 	}
-	if !strings.Contains(r.stdout, "net:none or net:host") {
+	if !strings.Contains(r.stdout, "no wasm.import: capability for a native tool") {
 		t.Errorf("refusal does not say what to ask for instead: %s", r.stdout)
 	}
 	// Nothing was registered.
