@@ -266,8 +266,8 @@ func checkLimits(in Input, add adder) {
 	switch {
 	case in.Substrate == "host" || in.Substrate == "":
 		add("network", false, "the host's network: no sandbox")
-	case len(has("share-net", "net-host", "net-connect-tcp", "net.connect")) > 0:
-		add("network", false, "the run may reach the network; unattended runs get none (drop --net host)")
+	case len(has("share-net", "net-host", "net-connect-tcp", "net.connect", "egress-proxy")) > 0:
+		add("network", false, "the run may reach the network; unattended runs get none (drop --net host, --allow-host)")
 	case len(has("unshare-net", "net-none", "wasi-no-socket")) > 0:
 		add("network", true, "no network", has("unshare-net", "net-none", "wasi-no-socket")...)
 	default:

@@ -141,6 +141,9 @@ func TestUnattendedPreconditions(t *testing.T) {
 		{"the network", func(in *autonomy.Input) {
 			in.Mechanisms = append(in.Mechanisms, substrate.Mechanism{Substrate: "bwrap", Name: "share-net", Detail: "host network"})
 		}, "network"},
+		{"named hosts through the egress proxy", func(in *autonomy.Input) {
+			in.Mechanisms = append(in.Mechanisms, substrate.Mechanism{Substrate: "bwrap", Name: "egress-proxy", Detail: "named hosts"})
+		}, "network"},
 		{"no limits", func(in *autonomy.Input) {
 			var kept []substrate.Mechanism
 			for _, m := range in.Mechanisms {
