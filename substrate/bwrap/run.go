@@ -510,7 +510,7 @@ func startEgress(ctx context.Context, s Spec, sb *Sandbox) (func(), error) {
 	if s.Egress == nil {
 		return nil, invalid("the policy has egress rules but the spec no proxy (Spec.Egress)")
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := egress.Socketpair()
 	if err != nil {
 		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "the egress control socket: " + err.Error()}
 	}

@@ -129,7 +129,7 @@ func isNotFound(err error) bool {
 // end sent over ctl, the other spliced with c.
 func forwardOne(ctl *net.UnixConn, c net.Conn) {
 	defer c.Close()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	pair, err := Socketpair()
 	if err != nil {
 		return
 	}
@@ -197,4 +197,18 @@ func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
 			}
 		}
 	}
+}
+
+// Socketpair returns a connected pair of unix stream sockets, each
+// close-on-exec.
+func Socketpair() ([2]int, error) {
+	syscall.ForkLock.RLock() // no exec between the pair's birth and its close-on-exec
+	defer syscall.ForkLock.RUnlock()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return fds, err
+	}
+	unix.CloseOnExec(fds[0])
+	unix.CloseOnExec(fds[1])
+	return fds, nil
 }
