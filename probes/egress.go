@@ -28,7 +28,7 @@ func init() {
 type egressProbeNames struct{}
 
 func (egressProbeNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if strings.HasSuffix(host, ".probe.cordon.invalid") {
+	if strings.HasSuffix(strings.TrimSuffix(host, "."), ".probe.cordon.invalid") {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}

@@ -116,6 +116,8 @@ type Result struct {
 	// allowed or refused, with its bytes (a run granted net.connect on
 	// bwrap).
 	Egress []egress.Event
+	// EgressDropped counts the events past the log's bound (1000).
+	EgressDropped int
 }
 
 // String summarizes the result in one line, for logs and messages.
@@ -199,7 +201,7 @@ func (r *Runtime) runBwrap(ctx context.Context, p *admission.Prepared, res *Resu
 	}
 	o, err := bwrap.Run(ctx, spec)
 	if spec.Egress != nil {
-		res.Egress = spec.Egress.Events()
+		res.Egress, res.EgressDropped = spec.Egress.Events(), spec.Egress.Dropped()
 	}
 	if err != nil {
 		return err

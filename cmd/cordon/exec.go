@@ -148,11 +148,7 @@ func runExec(e *env, args []string) int {
 		for _, n := range res.Notes {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", n)
 		}
-		for _, ev := range res.Egress {
-			if !ev.Allowed {
-				fmt.Fprintf(e.stderr, "cordon: egress refused %s %s:%d: %s\n", ev.Method, ev.Name, ev.Port, ev.Reason)
-			}
-		}
+		printEgress(e, res)
 		if res.TimedOut {
 			fmt.Fprintf(e.stderr, "cordon: timed out after %v; the process tree was killed (%s)\n", timeout.Round(time.Millisecond), res.Signal)
 		}
@@ -250,6 +246,23 @@ func (e *env) execCapabilities(netSet bool, sub string, timeout time.Duration, m
 	return set, -1
 }
 
+// printEgress says the run's egress refusals on stderr: the first 20, then
+// how many more.
+func printEgress(e *env, res runtime.Result) {
+	n := 0
+	for _, ev := range res.Egress {
+		if ev.Allowed {
+			continue
+		}
+		if n++; n <= 20 {
+			fmt.Fprintf(e.stderr, "cordon: egress refused %s %s:%d: %s\n", ev.Method, ev.Name, ev.Port, ev.Reason)
+		}
+	}
+	if more := n - 20 + res.EgressDropped; more > 0 {
+		fmt.Fprintf(e.stderr, "cordon: egress: %d more decisions not shown (--json lists up to 1000)\n", more)
+	}
+}
+
 // withAllowedHosts replaces net:none in set by net.connect:host for each
 // --allow-host, or returns the exit code of a usage error.
 func (e *env) withAllowedHosts(set capabilities.Set, hosts []string, openNet, noSandbox bool) (capabilities.Set, int) {
@@ -314,6 +327,9 @@ func resultJSON(r runtime.Result) map[string]any {
 	}
 	if r.Egress != nil {
 		out["egress"] = r.Egress
+		if r.EgressDropped > 0 {
+			out["egress_dropped"] = r.EgressDropped
+		}
 	}
 	return out
 }

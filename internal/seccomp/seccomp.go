@@ -186,7 +186,7 @@ type Policy struct {
 // String is the one line a grant's mechanisms quote for the filter.
 func (p Policy) String() string {
 	const fixed = "seccomp: EPERM for io_uring_*, bpf, perf_event_open, userfaultfd, " +
-		"keyctl, add_key, request_key, ptrace, process_vm_*, kexec_*, *_module, " +
+		"keyctl, add_key, request_key, ptrace, process_vm_*, pidfd_getfd, kexec_*, *_module, " +
 		"mount, umount2, pivot_root, chroot, the mount API (fsopen, fsconfig, fsmount, " +
 		"fspick, move_mount, open_tree*, mount_setattr), unshare, setns, " +
 		"clone with CLONE_NEW*, swapon, swapoff, reboot, acct, syslog, quotactl*, " +

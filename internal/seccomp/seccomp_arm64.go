@@ -36,6 +36,7 @@ var aarch64 = table{
 		{"ptrace", unix.SYS_PTRACE},
 		{"process_vm_readv", unix.SYS_PROCESS_VM_READV},
 		{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV},
+		{"pidfd_getfd", unix.SYS_PIDFD_GETFD},
 		// The kernel itself.
 		{"kexec_load", unix.SYS_KEXEC_LOAD},
 		{"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD},

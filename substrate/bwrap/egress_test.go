@@ -30,7 +30,7 @@ func needBwrap(t *testing.T) {
 type testNames map[string]string
 
 func (n testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
+	if a, ok := n[strings.TrimSuffix(host, ".")]; ok {
 		return []netip.Addr{netip.MustParseAddr(a)}, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -94,5 +94,23 @@ func TestEgressKeepsTheCommandsStatus(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule), Command: []string{"true"}}); err == nil {
 		t.Errorf("an egress policy ran without a proxy")
+	}
+}
+
+// The tool cannot reach the forwarder's descriptors (the control socket):
+// the forwarder is not dumpable, so its /proc/PID/fd links do not open
+// for the tool, of the same uid, and pidfd_getfd is refused by seccomp
+// besides.
+func TestEgressForwarderIsOutOfReach(t *testing.T) {
+	needBwrap(t)
+	rule, _ := egress.ParseRule("api.example.test")
+	proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}})
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule), Egress: proxy,
+		Command: []string{"/bin/sh", "-c", `readlink /proc/$PPID/fd/0 >/dev/null 2>&1 && echo fds-readable || echo fds-closed; ls /proc/self/fd | wc -l`}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Fields(o.Stdout); len(lines) != 2 || lines[0] != "fds-closed" || lines[1] != "4" {
+		t.Errorf("in the sandbox: %q (stderr %q); want the forwarder's descriptors closed to the tool, and the tool holding 0-2 alone", o.Stdout, o.Stderr)
 	}
 }

@@ -152,6 +152,9 @@ type Config struct {
 	// closes a tunnel or request without a byte either way for that long
 	// (zero: 2 min); MaxAge closes any tunnel that old (zero: 1 h).
 	DialTimeout, Idle, MaxAge time.Duration
+	// MaxConns bounds the client connections served at once (zero: 256):
+	// one more is closed at once, and logged.
+	MaxConns int
 	// Now is the clock of the log (nil: time.Now).
 	Now func() time.Time
 }
@@ -174,10 +177,20 @@ type Event struct {
 type Proxy struct {
 	cfg Config
 
-	mu     sync.Mutex
-	events []Event
-	conns  sync.WaitGroup
+	mu      sync.Mutex
+	events  []Event
+	dropped int                   // events past maxEvents, not kept
+	open    map[net.Conn]struct{} // client and upstream connections, closed when the service ends
+	clients int                   // client connections being served
+	conns   sync.WaitGroup
+	self    []netip.Addr // this host's own addresses, refused unless a rule names them
 }
+
+// maxEvents bounds the log; maxField each name and reason in it.
+const (
+	maxEvents = 1000
+	maxField  = 256
+)
 
 // New returns a proxy of cfg.
 func New(cfg Config) *Proxy {
@@ -196,29 +209,130 @@ func New(cfg Config) *Proxy {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Proxy{cfg: cfg}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 256
+	}
+	p := &Proxy{cfg: cfg, open: map[net.Conn]struct{}{}}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok {
+					p.self = append(p.self, ip.Unmap())
+				}
+			}
+		}
+	}
+	return p
 }
 
-// Events returns the log so far.
+// Events returns the log so far: at most 1000 events, each name and
+// reason cut at 256 bytes; Dropped says how many more there were.
 func (p *Proxy) Events() []Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.events)
 }
 
+// Dropped returns the number of events past the log's bound.
+func (p *Proxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+func clip(s string) string {
+	if len(s) > maxField {
+		return s[:maxField] + "..."
+	}
+	return s
+}
+
+// record logs e and returns its index, or -1 past the log's bound.
 func (p *Proxy) record(e Event) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.events) >= maxEvents {
+		p.dropped++
+		return -1
+	}
 	e.Time = p.cfg.Now().UTC()
+	e.Name, e.Reason = clip(e.Name), clip(e.Reason)
 	p.events = append(p.events, e)
 	return len(p.events) - 1
 }
 
 func (p *Proxy) addBytes(i int, up, down int64) {
+	if i < 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.events[i].Up += up
 	p.events[i].Down += down
+}
+
+// track keeps c until untrack, to be closed should the service end
+// first; false: the service has ended, and c is closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open == nil {
+		c.Close()
+		return false
+	}
+	p.open[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.open, c)
+}
+
+// closeAll closes every connection being served.
+func (p *Proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.open {
+		c.Close()
+	}
+	p.open = nil // connections tracked from now on are closed at once
+}
+
+// admit counts a new client connection, or closes it past MaxConns.
+func (p *Proxy) admit(c net.Conn) bool {
+	p.mu.Lock()
+	over := p.clients >= p.cfg.MaxConns
+	if !over {
+		p.clients++
+	}
+	p.mu.Unlock()
+	if over {
+		p.record(Event{Method: "-", Reason: fmt.Sprintf("over %d connections at once: closed", p.cfg.MaxConns)})
+		c.Close()
+		return false
+	}
+	return true
+}
+
+func (p *Proxy) release() {
+	p.mu.Lock()
+	p.clients--
+	p.mu.Unlock()
+}
+
+// serveClient serves one client connection under the bounds.
+func (p *Proxy) serveClient(ctx context.Context, c net.Conn) {
+	if !p.admit(c) {
+		return
+	}
+	defer p.release()
+	if !p.track(c) {
+		return
+	}
+	defer p.untrack(c)
+	p.serveConn(ctx, c)
 }
 
 // Serve accepts connections on ln until ctx ends or ln fails, serving
@@ -229,6 +343,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
+		p.closeAll()
 	}()
 	defer p.conns.Wait()
 	for {
@@ -242,7 +357,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		p.conns.Add(1)
 		go func() {
 			defer p.conns.Done()
-			p.serveConn(ctx, c)
+			p.serveClient(ctx, c)
 		}()
 	}
 }
@@ -266,9 +381,9 @@ func refuse(status int, format string, args ...any) error {
 // tunnel, or plain HTTP requests one after another.
 func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	br := bufio.NewReaderSize(c, maxHead)
+	// Every read, of a request's head or of its body, waits at most Idle.
+	br := bufio.NewReaderSize(&idleReader{c: c, idle: p.cfg.Idle}, maxHead)
 	for {
-		c.SetReadDeadline(time.Now().Add(p.cfg.Idle))
 		hosts, err := hostHeaders(br)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -281,7 +396,6 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 			writeRefusal(c, refuse(http.StatusBadRequest, "not an HTTP request: %v", err))
 			return
 		}
-		c.SetReadDeadline(time.Time{})
 		if req.Method == http.MethodConnect {
 			p.tunnel(ctx, c, br, req, hosts)
 			return
@@ -290,6 +404,17 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 	}
+}
+
+// idleReader reads c with a deadline of idle from each read.
+type idleReader struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	r.c.SetReadDeadline(time.Now().Add(r.idle))
+	return r.c.Read(b)
 }
 
 // hostHeaders returns the Host header values of the request at the head
@@ -389,14 +514,19 @@ func (p *Proxy) decide(ctx context.Context, host string, port int) ([]netip.Addr
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	addrs, err := p.cfg.Resolver.LookupNetIP(ctx, "ip", name)
+	// Rooted (a trailing dot): the resolver's search domains do not apply.
+	addrs, err := p.cfg.Resolver.LookupNetIP(ctx, "ip", name+".")
 	if err != nil || len(addrs) == 0 {
 		return nil, *rule, refuse(http.StatusBadGateway, "%s does not resolve: %v", name, err)
 	}
 	for i, a := range addrs {
 		a = a.Unmap()
 		addrs[i] = a
-		if why := internal(a); why != "" && !p.cfg.AllowInternal {
+		why := internal(a)
+		if why == "" && slices.Contains(p.self, a) {
+			why = "an address of this host"
+		}
+		if why != "" && !p.cfg.AllowInternal {
 			return nil, *rule, refuse(http.StatusForbidden, "%s resolves to %s, %s: refused (a grant may name that address itself)", name, a, why)
 		}
 	}
@@ -434,6 +564,10 @@ var internalNets = func() []struct {
 		{"240.0.0.0/4", "reserved"},
 		{"2001:db8::/32", "documentation"},
 		{"100::/64", "discard"},
+		{"2001::/32", "Teredo"},
+		{"fec0::/10", "site-local"},
+		{"::/96", "IPv4-compatible"},
+		{"64:ff9b:1::/48", "local-use NAT64"},
 	} {
 		out = append(out, struct {
 			p   netip.Prefix
@@ -451,7 +585,7 @@ func internal(a netip.Addr) string {
 	if a.Is6() {
 		b := a.As16()
 		switch {
-		case netip.MustParsePrefix("64:ff9b::/96").Contains(a), netip.MustParsePrefix("64:ff9b:1::/48").Contains(a):
+		case netip.MustParsePrefix("64:ff9b::/96").Contains(a):
 			if why := internal(netip.AddrFrom4([4]byte(b[12:16]))); why != "" {
 				return "NAT64 of " + why
 			}
@@ -513,6 +647,10 @@ func (p *Proxy) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, req *h
 			var a netip.Addr
 			if up, a, err = p.dial(ctx, addrs, port); err == nil {
 				defer up.Close()
+				if !p.track(up) {
+					return
+				}
+				defer p.untrack(up)
 				ev.Allowed, ev.Addr, ev.Reason = true, netip.AddrPortFrom(a, uint16(port)).String(), "allowed by "+rule.String()
 				i := p.record(ev)
 				if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
@@ -530,37 +668,40 @@ func (p *Proxy) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, req *h
 }
 
 // splice copies client→upstream (what br holds first) and back until
-// either side ends, no byte moves for cfg.Idle, or cfg.MaxAge passes. It
-// copies in chunks with io.Copy, so that the kernel moves the bytes
-// (splice(2)) between the sockets; each chunk renews the deadlines.
+// either side ends, no byte moves either way for cfg.Idle, or cfg.MaxAge
+// passes. Each read waits at most Idle; a direction that waited that
+// long goes on while the other moved bytes meanwhile.
 func (p *Proxy) splice(c net.Conn, br *bufio.Reader, up net.Conn) (int64, int64) {
 	var upBytes, downBytes atomic.Int64
+	var last atomic.Int64 // when a byte last moved, either way
+	last.Store(time.Now().UnixNano())
 	deadline := time.Now().Add(p.cfg.MaxAge)
-	const chunk = 256 << 10
-	copyDir := func(dst, src net.Conn, n *atomic.Int64) {
+	copyDir := func(dst io.Writer, src io.Reader, srcConn, dstConn net.Conn, n *atomic.Int64) {
+		buf := make([]byte, 64<<10)
 		for {
-			src.SetReadDeadline(minTime(time.Now().Add(p.cfg.Idle), deadline))
-			dst.SetWriteDeadline(minTime(time.Now().Add(p.cfg.Idle), deadline))
-			k, err := io.Copy(dst, &io.LimitedReader{R: src, N: chunk})
-			n.Add(k)
-			if err != nil || k < chunk {
+			srcConn.SetReadDeadline(minTime(time.Now().Add(p.cfg.Idle), deadline))
+			k, err := src.Read(buf)
+			if k > 0 {
+				last.Store(time.Now().UnixNano())
+				dstConn.SetWriteDeadline(minTime(time.Now().Add(p.cfg.Idle), deadline))
+				if _, werr := dst.Write(buf[:k]); werr != nil {
+					return
+				}
+				n.Add(int64(k))
+			}
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() && time.Now().Before(deadline) &&
+					time.Since(time.Unix(0, last.Load())) < p.cfg.Idle {
+					continue // this way idle, the other not
+				}
 				return
 			}
 		}
 	}
 	done := make(chan struct{}, 2)
-	go func() {
-		defer func() { closeWrite(up); done <- struct{}{} }()
-		if k := br.Buffered(); k > 0 { // what came with the CONNECT
-			head, _ := br.Peek(k)
-			if _, err := up.Write(head); err != nil {
-				return
-			}
-			upBytes.Add(int64(k))
-		}
-		copyDir(up, c, &upBytes)
-	}()
-	go func() { copyDir(c, up, &downBytes); closeWrite(c); done <- struct{}{} }()
+	go func() { copyDir(up, br, c, up, &upBytes); closeWrite(up); done <- struct{}{} }()
+	go func() { copyDir(c, up, up, c, &downBytes); closeWrite(c); done <- struct{}{} }()
 	<-done
 	// One side ended: the other gets the idle bound to finish.
 	c.SetReadDeadline(time.Now().Add(p.cfg.Idle))
@@ -609,6 +750,10 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request, host
 			return err
 		}
 		defer up.Close()
+		if !p.track(up) {
+			return errClientGone
+		}
+		defer p.untrack(up)
 		ev.Allowed, ev.Addr, ev.Reason = true, netip.AddrPortFrom(a, uint16(port)).String(), "allowed by "+rule.String()
 		i := p.record(ev)
 		out := req.Clone(ctx)

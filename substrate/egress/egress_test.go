@@ -29,6 +29,7 @@ type names struct {
 }
 
 func (n *names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	host = strings.TrimSuffix(host, ".") // the proxy asks rooted names
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.asked == nil {
@@ -213,21 +214,25 @@ func TestBypassesAreRefused(t *testing.T) {
 	up := newUpstream(t)
 	port := strconv.Itoa(up.port())
 	res := &names{addrs: map[string][]string{
-		"api.example.test":   {"127.0.0.1"},
-		"a.wild.test":        {"127.0.0.1"},
-		"wild.test":          {"127.0.0.1"},
-		"badwild.test":       {"127.0.0.1"},
-		"priv.example.test":  {"10.1.2.3"},
-		"loop.example.test":  {"127.0.0.1"},
-		"map.example.test":   {"::ffff:127.0.0.1"},
-		"meta.example.test":  {"169.254.169.254"},
-		"nat.example.test":   {"64:ff9b::a01:203"},
-		"cgn.example.test":   {"100.64.1.1"},
-		"mixed.example.test": {"93.184.216.34", "127.0.0.1"},
-		"nip.example.test":   {"127.0.0.1"}, // a name that resolves to loopback, nip.io-style
+		"api.example.test":    {"127.0.0.1"},
+		"a.wild.test":         {"127.0.0.1"},
+		"wild.test":           {"127.0.0.1"},
+		"badwild.test":        {"127.0.0.1"},
+		"priv.example.test":   {"10.1.2.3"},
+		"loop.example.test":   {"127.0.0.1"},
+		"map.example.test":    {"::ffff:127.0.0.1"},
+		"meta.example.test":   {"169.254.169.254"},
+		"nat.example.test":    {"64:ff9b::a01:203"},
+		"cgn.example.test":    {"100.64.1.1"},
+		"mixed.example.test":  {"93.184.216.34", "127.0.0.1"},
+		"nip.example.test":    {"127.0.0.1"}, // a name that resolves to loopback, nip.io-style
+		"compat.example.test": {"::7f00:1"},
+		"teredo.example.test": {"2001:0:4136:e378:8000:63bf:3fff:fdd2"},
+		"nat48.example.test":  {"64:ff9b:1::a00:1"},
 	}}
 	granted := []string{"api.example.test:" + port, "*.wild.test", "priv.example.test", "loop.example.test", "map.example.test",
-		"meta.example.test", "nat.example.test", "cgn.example.test", "mixed.example.test", "nip.example.test"}
+		"meta.example.test", "nat.example.test", "cgn.example.test", "mixed.example.test", "nip.example.test",
+		"compat.example.test", "teredo.example.test", "nat48.example.test"}
 	open, sockOpen := serve(t, Config{Rules: rules(t, granted...), Resolver: res, AllowInternal: true})
 	strict, sockStrict := serve(t, Config{Rules: rules(t, granted...), Resolver: res})
 	_, _ = open, strict
@@ -257,6 +262,9 @@ func TestBypassesAreRefused(t *testing.T) {
 		{"the metadata address", sockStrict, "CONNECT meta.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "metadata"},
 		{"NAT64 of a private address", sockStrict, "CONNECT nat.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "NAT64 of private"},
 		{"shared address space", sockStrict, "CONNECT cgn.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "CGNAT"},
+		{"an IPv4-compatible address", sockStrict, "CONNECT compat.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "IPv4-compatible"},
+		{"a Teredo address", sockStrict, "CONNECT teredo.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "Teredo"},
+		{"local-use NAT64", sockStrict, "CONNECT nat48.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "local-use NAT64"},
 		{"one internal address among the answers", sockStrict, "CONNECT mixed.example.test:" + port + " HTTP/1.1\r\n\r\n", "403", "loopback"},
 		{"plain HTTP to a name not granted", sockOpen, "GET http://other.example.test:" + port + "/ HTTP/1.1\r\nHost: other.example.test:" + port + "\r\n\r\n", "403", "not granted"},
 		{"plain HTTP with userinfo", sockOpen, "GET http://u:p@api.example.test:" + port + "/ HTTP/1.1\r\nHost: api.example.test:" + port + "\r\n\r\n", "403", "userinfo"},
@@ -311,7 +319,7 @@ type rebinder struct {
 	calls       atomic.Int64
 }
 
-func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) { // rooted or not
 	if r.calls.Add(1) == 1 {
 		return []netip.Addr{netip.MustParseAddr(r.first)}, nil
 	}
@@ -357,5 +365,99 @@ func TestParseRule(t *testing.T) {
 		if r, err := ParseRule(in); err == nil {
 			t.Errorf("ParseRule(%q) = %q, want an error", in, r)
 		}
+	}
+}
+
+// The log is bounded, and so are its fields: a tool that floods the
+// proxy with refused requests costs the host at most that.
+func TestTheLogIsBounded(t *testing.T) {
+	p := New(Config{})
+	for i := range maxEvents + 50 {
+		p.record(Event{Method: "CONNECT", Name: strings.Repeat("x", 20000), Reason: strconv.Itoa(i) + strings.Repeat("y", 20000)})
+	}
+	ev := p.Events()
+	if len(ev) != maxEvents || p.Dropped() != 50 || len(ev[0].Name) > maxField+3 || len(ev[0].Reason) > maxField+3 {
+		t.Errorf("%d events, %d dropped, a name of %d bytes", len(ev), p.Dropped(), len(ev[0].Name))
+	}
+}
+
+// Past MaxConns, a client connection is closed at once; ending the
+// service closes every open connection, a quiet tunnel's too, at once.
+func TestConnectionsAreBoundedAndClosedAtTheEnd(t *testing.T) {
+	up := newUpstream(t)
+	port := strconv.Itoa(up.port())
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, MaxConns: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Serve(ctx, ln); close(done) }()
+	var tunnels []*bufio.Reader
+	for range 2 {
+		status, _, br := connect(t, sock, "CONNECT api.example.test:"+port+" HTTP/1.1\r\n\r\n")
+		if !strings.Contains(status, " 200") {
+			t.Fatal(status)
+		}
+		br.ReadString('\n')
+		tunnels = append(tunnels, br)
+	}
+	third, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third.SetDeadline(time.Now().Add(5 * time.Second))
+	if n, err := third.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("a third connection past MaxConns 2 was served: %d %v", n, err)
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the service did not end with its open tunnels")
+	}
+	for _, br := range tunnels {
+		if _, err := io.ReadAll(br); err != nil && !strings.Contains(err.Error(), "closed") && !strings.Contains(err.Error(), "reset") {
+			t.Errorf("a tunnel after the end: %v", err)
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("ending the service took %v", took)
+	}
+}
+
+// A tunnel whose one direction is quiet while the other moves bytes stays
+// open past Idle.
+func TestAOneWayTunnelIsNotIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for range 8 { // a byte every 100 ms for 800 ms, the client silent
+			c.Write([]byte("z"))
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+	_, sock := serve(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 300 * time.Millisecond})
+	status, _, br := connect(t, sock, "CONNECT api.example.test:"+port+" HTTP/1.1\r\n\r\n")
+	if !strings.Contains(status, " 200") {
+		t.Fatal(status)
+	}
+	got, _ := io.ReadAll(br)
+	if string(got) != "zzzzzzzz" {
+		t.Errorf("through a tunnel quiet one way: %q", got)
 	}
 }

@@ -77,6 +77,12 @@ func forwardMain(args []string) int {
 	if !ok {
 		return fail("the control descriptor is not a unix socket")
 	}
+	// Not dumpable: the tool, of the same uid and without a capability,
+	// cannot take the control socket (pidfd_getfd, /proc/PID/fd) nor
+	// trace this process.
+	if err := undumpable(); err != nil {
+		return fail("cannot make the forwarder undumpable: %v", err)
+	}
 	ln, err := net.Listen("tcp", args[1])
 	if err != nil {
 		return fail("listening on %s: %v", args[1], err)
@@ -155,14 +161,19 @@ func forwardOne(ctl *net.UnixConn, c net.Conn) {
 }
 
 // ServeControl serves the connections a forwarder hands over ctl, each a
-// socket received with SCM_RIGHTS, until ctl ends (the forwarder is gone)
-// or ctx does. It returns once every connection it served is closed.
+// unix stream socket received with SCM_RIGHTS, until ctl ends (the
+// forwarder is gone) or ctx does, when every connection it serves is
+// closed. The control socket is the sandbox's: a message with more than
+// one descriptor, or one that is not a unix stream socket, is dropped,
+// and at most Config.MaxConns are served at once. It returns once every
+// connection it served is closed.
 func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		<-ctx.Done()
 		ctl.Close()
+		p.closeAll()
 	}()
 	defer p.conns.Wait()
 	buf := make([]byte, 16)
@@ -172,30 +183,32 @@ func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
 		if err != nil {
 			return nil
 		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if got, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+		if len(fds) != 1 || !unixStream(fds[0]) {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			continue
+		}
+		unix.CloseOnExec(fds[0])
+		f := os.NewFile(uintptr(fds[0]), "egress")
+		c, err := net.FileConn(f)
+		f.Close()
 		if err != nil {
 			continue
 		}
-		for _, m := range msgs {
-			fds, err := unix.ParseUnixRights(&m)
-			if err != nil {
-				continue
-			}
-			for _, fd := range fds {
-				unix.CloseOnExec(fd)
-				f := os.NewFile(uintptr(fd), "egress")
-				c, err := net.FileConn(f)
-				f.Close()
-				if err != nil {
-					continue
-				}
-				p.conns.Add(1)
-				go func() {
-					defer p.conns.Done()
-					p.serveConn(ctx, c)
-				}()
-			}
-		}
+		p.conns.Add(1)
+		go func() {
+			defer p.conns.Done()
+			p.serveClient(ctx, c)
+		}()
 	}
 }
 

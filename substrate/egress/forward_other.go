@@ -1,0 +1,19 @@
+//go:build !linux
+
+package egress
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// unixStream reports whether fd is a stream socket (the domain cannot be
+// asked here).
+func unixStream(fd int) bool {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	return err == nil && typ == unix.SOCK_STREAM
+}
+
+// undumpable is Linux's alone: the forwarder runs only there.
+func undumpable() error { return errors.New("egress: the forwarder runs on Linux only") }
