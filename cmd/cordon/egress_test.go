@@ -63,3 +63,34 @@ func TestExecAllowHost(t *testing.T) {
 		}
 	}
 }
+
+// TestAToolGrantedAHost: a native tool declaring net.connect:host:ADDR:PORT
+// is admitted on bwrap with the egress proxy among its mechanisms, and
+// its run reaches that listener and nothing else.
+func TestAToolGrantedAHost(t *testing.T) {
+	needBwrap(t)
+	_, err := exec.LookPath("curl")
+	testenv.Require(t, err == nil, "curl: %v", err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	ws := tempWorkspace(t)
+	decl := fmt.Sprintf(`{"name": "fetch", "kind": "native", "command": ["curl", "-sS", "-m", "5", "%s/", "http://other.example.test/"],
+ "capabilities": ["net.connect:host:%s"]}`, srv.URL, u.Host)
+	code, stdout, stderr := cordonMain(t, decl, "-w", ws, "admit", "-")
+	if code != 0 || !strings.Contains(stdout, "egress proxy on the host, which allows "+u.Host+" only") {
+		t.Fatalf("admit: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = cordonMain(t, "", "-w", ws, "run", "--json", "fetch")
+	var got struct {
+		Stdout string
+		Egress []struct {
+			Name    string
+			Allowed bool
+		}
+	}
+	if json.Unmarshal([]byte(stdout), &got) != nil || !strings.HasPrefix(got.Stdout, "hello") || len(got.Egress) != 2 ||
+		!got.Egress[0].Allowed || got.Egress[1].Allowed || got.Egress[1].Name != "other.example.test" {
+		t.Fatalf("run: exit %d %s", code, stdout)
+	}
+}

@@ -114,3 +114,47 @@ func TestEgressForwarderIsOutOfReach(t *testing.T) {
 		t.Errorf("in the sandbox: %q (stderr %q); want the forwarder's descriptors closed to the tool, and the tool holding 0-2 alone", o.Stdout, o.Stderr)
 	}
 }
+
+// Clients that honour the proxy variables get through them: Python's
+// urllib (what pip uses) and git over HTTP, each to the granted host on
+// the host's loopback.
+func TestEgressClientsHonourTheProxyVariables(t *testing.T) {
+	needBwrap(t)
+	git, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	_, err = os.Stat("/usr/bin/python3")
+	testenv.Require(t, err == nil, "/usr/bin/python3: %v", err)
+	// A bare repository served over dumb HTTP.
+	repos := t.TempDir()
+	work, bare := repos+"/work", repos+"/repo.git"
+	for _, args := range [][]string{{"init", "-q", "-b", "main", work},
+		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one"},
+		{"clone", "-q", "--bare", work, bare}, {"-C", bare, "update-server-info"}} {
+		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(repos)))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rule, _ := egress.ParseRule(u.Host)
+	proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}})
+	script := fmt.Sprintf(`/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("%[1]s/repo.git/HEAD").read().decode().strip())'
+%[2]s ls-remote %[1]s/repo.git 2>&1 | cut -f2`, srv.URL, git)
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithSystemPath(true).WithEgress(rule), Egress: proxy,
+		Command: []string{"/bin/sh", "-c", script}, Timeout: 20 * time.Second, MaxOutput: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(o.Stdout); len(got) < 3 || got[0] != "ref:" || got[1] != "refs/heads/main" || got[len(got)-1] != "refs/heads/main" {
+		t.Fatalf("python3 and git through the proxy: %q (stderr %q)", o.Stdout, o.Stderr)
+	}
+	for _, ev := range proxy.Events() {
+		if !ev.Allowed {
+			t.Errorf("refused: %+v", ev)
+		}
+	}
+	if len(proxy.Events()) < 2 {
+		t.Errorf("the proxy saw %d requests, want python's and git's", len(proxy.Events()))
+	}
+}
