@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -79,10 +80,25 @@ func newUpstream(t *testing.T) *upstream {
 
 func (u *upstream) port() int { return u.ln.Addr().(*net.TCPAddr).Port }
 
+// sockPath is a path for a unix socket, short enough for one (108 bytes)
+// where the test's temporary directory is not: /tmp.
+func sockPath(t *testing.T) string {
+	t.Helper()
+	if p := filepath.Join(t.TempDir(), "egress.sock"); len(p) < 100 {
+		return p
+	}
+	dir, err := os.MkdirTemp("/tmp", "cordon-egress-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "egress.sock")
+}
+
 // serve runs a proxy of cfg on a unix socket until the test ends.
 func serve(t *testing.T, cfg Config) (*Proxy, string) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "egress.sock")
+	sock := sockPath(t)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +403,7 @@ func TestConnectionsAreBoundedAndClosedAtTheEnd(t *testing.T) {
 	up := newUpstream(t)
 	port := strconv.Itoa(up.port())
 	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
-	sock := filepath.Join(t.TempDir(), "egress.sock")
+	sock := sockPath(t)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
