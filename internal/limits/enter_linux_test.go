@@ -3,6 +3,7 @@ package limits
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -84,9 +85,11 @@ func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
 	}
 }
 
-// TestSweepRemovesOnlyAbandonedCgroups: an empty cgroup of a run made
-// before the sweep's time goes; one with a process in it, one made
-// after, and a directory of another name stay.
+// TestSweepRemovesOnlyAbandonedCgroups: the cgroup of a dead owner goes,
+// and what still ran in it is killed; an empty one of the old naming made
+// before the sweep's time goes; a live owner's, empty or not, one of the
+// old naming with a process or made after, and a directory of another
+// name stay.
 func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
 	h := pidsHost(t)
 	root := h.V1["pids"]
@@ -102,42 +105,61 @@ func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	abandoned, err := p.Start(2)
+	idle, err := p.Start(2) // this process's, empty
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer abandoned.Close()
+	defer idle.Close()
 	busy, err := p.Start(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	sleeper := exec.Command("sleep", "30")
-	if err := sleeper.Start(); err != nil {
+	sleep := func() *exec.Cmd {
+		c := exec.Command("sleep", "30")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	if err := busy.Add(sleep().Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	if err := busy.Add(sleeper.Process.Pid); err != nil {
+	mk := func(name string) string {
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Rmdir(dir) })
+		return dir
+	}
+	// An owner that is gone: PID 1 did not start at tick 0.
+	dead := mk("cordon-0123456789abcdef-1-0")
+	orphan := sleep()
+	if err := writeFile(filepath.Join(dead, "cgroup.procs"), strconv.Itoa(orphan.Process.Pid)); err != nil {
 		t.Fatal(err)
 	}
-	other := parent + "/cordon-not-a-run"
-	if err := os.Mkdir(other, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Rmdir(other)
+	oldEmpty := mk("cordon-00112233445566ff")
+	other := mk("cordon-not-a-run")
 
 	sweep(map[string]string{"pids": parent}, time.Now().Add(-time.Hour)) // nothing is that old
-	if _, err := os.Stat(abandoned.dirs["pids"]); err != nil {
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("the cgroup of a dead owner was left")
+	}
+	if err := orphan.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("what ran in the dead owner's cgroup: %v, want killed", err)
+	}
+	if _, err := os.Stat(oldEmpty); err != nil {
 		t.Fatalf("a cgroup made after the sweep's time was removed: %v", err)
 	}
 	sweep(map[string]string{"pids": parent}, time.Now().Add(time.Second))
-	if _, err := os.Stat(abandoned.dirs["pids"]); err == nil {
-		t.Error("an empty, abandoned cgroup was left")
+	if _, err := os.Stat(oldEmpty); err == nil {
+		t.Error("an empty, abandoned cgroup of the old naming was left")
 	}
-	if _, err := os.Stat(busy.dirs["pids"]); err != nil {
-		t.Errorf("the cgroup of a run going on was removed: %v", err)
-	}
-	if _, err := os.Stat(other); err != nil {
-		t.Errorf("a directory not named as a run's was removed: %v", err)
+	for _, dir := range []string{idle.dirs["pids"], busy.dirs["pids"], other} {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s was removed: %v", dir, err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -143,7 +144,9 @@ func (p Plan) Start(extra int) (*Group, error) {
 	}
 	var name [8]byte
 	rand.Read(name[:])
-	id := "cordon-" + hex.EncodeToString(name[:])
+	// The owner in the name: another cordon process removes the cgroup,
+	// and ends what still runs in it, once this one is gone.
+	id := "cordon-" + hex.EncodeToString(name[:]) + "-" + selfOwner()
 	g := &Group{plan: p, extra: extra, id: id, dirs: map[string]string{}}
 	mk := func(c string, files ...string) error {
 		dir := filepath.Join(p.host.V1[c], id)
@@ -352,12 +355,22 @@ const sweepAge = 10 * time.Minute
 var sweepOnce sync.Once
 
 // sweep removes the cgroups of runs whose cordon is gone without removing
-// them (killed, a server whose waiting sandboxes died with it): those
-// named cordon-<16 hex digits> beside this process's, empty, and made
-// before the time given. A run's cgroup is empty only for an instant
-// after its tree ended (and before its first process was born in it): a
-// run going on, pooled sandboxes included, is never touched, and a Close
-// that finds its cgroup gone is content.
+// them (killed, a server whose waiting sandboxes died with it), beside
+// this process's:
+//
+//   - cordon-<16 hex>-<PID>-<START>, whose owner (that PID, started at
+//     START: a PID used again does not match) is gone: what still runs in
+//     it is killed first. That is a sandbox of the dead owner's — bwrap's
+//     child, made in the owner's cgroup, can outlive the owner when the
+//     owner dies while bwrap sets the sandbox up (it then waits for its
+//     parent forever, reparented to init);
+//   - cordon-<16 hex>, of cordon before owners were named, empty, and made
+//     before the time given.
+//
+// A run's cgroup is empty only for an instant after its tree ended (and
+// before its first process was born in it): a run going on, pooled
+// sandboxes included, is never touched, and a Close that finds its cgroup
+// gone is content.
 func sweep(v1 map[string]string, before time.Time) {
 	for _, parent := range v1 {
 		entries, err := os.ReadDir(parent)
@@ -366,21 +379,75 @@ func sweep(v1 map[string]string, before time.Time) {
 		}
 		for _, e := range entries {
 			name := e.Name()
-			hexPart, ok := strings.CutPrefix(name, "cordon-")
-			if !ok || len(hexPart) != 16 || !e.IsDir() {
+			rest, ok := strings.CutPrefix(name, "cordon-")
+			if !ok || len(rest) < 16 || !e.IsDir() {
 				continue
 			}
-			if _, err := hex.DecodeString(hexPart); err != nil {
+			if _, err := hex.DecodeString(rest[:16]); err != nil {
 				continue
 			}
 			dir := filepath.Join(parent, name)
-			info, err := e.Info()
-			if err != nil || info.ModTime().After(before) || len(procsOf(dir)) > 0 {
+			if len(rest) == 16 {
+				info, err := e.Info()
+				if err != nil || info.ModTime().After(before) || len(procsOf(dir)) > 0 {
+					continue
+				}
+				unix.Rmdir(dir) // EBUSY if a process came meanwhile: it stays
 				continue
 			}
-			unix.Rmdir(dir) // EBUSY if a process came meanwhile: it stays
+			owner := strings.TrimPrefix(rest[16:], "-")
+			if ownerAlive(owner) {
+				continue
+			}
+			for i := 0; i < 50; i++ {
+				pids := procsOf(dir)
+				if len(pids) == 0 {
+					break
+				}
+				for _, pid := range pids {
+					unix.Kill(pid, unix.SIGKILL)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			for i := 0; i < 50 && unix.Rmdir(dir) == unix.EBUSY; i++ {
+				time.Sleep(2 * time.Millisecond)
+			}
 		}
 	}
+}
+
+// selfOwner names this process as a cgroup's owner: PID-START, START its
+// start time (field 22 of /proc/PID/stat).
+func selfOwner() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + "-" + startTime(pid)
+}
+
+func startTime(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(data, ')') // the command name may hold spaces
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// ownerAlive reports whether the owner PID-START runs; an owner that
+// cannot be read is taken for alive.
+func ownerAlive(owner string) bool {
+	pidStr, start, ok := strings.Cut(owner, "-")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil || pid <= 0 || start == "" {
+		return true
+	}
+	return startTime(pid) == start
 }
 
 func procsOf(dir string) []int {
