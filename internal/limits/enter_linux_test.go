@@ -134,8 +134,11 @@ func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
 		t.Cleanup(func() { unix.Rmdir(dir) })
 		return dir
 	}
-	// An owner that is gone: PID 1 did not start at tick 0.
-	dead := mk("cordon-0123456789abcdef-1-0")
+	// An owner that is gone: PID 1 of this namespace did not start at
+	// tick 0.
+	dead := mk("cordon-0123456789abcdef-1-0-" + pidNamespace("self"))
+	// One of another PID namespace is not judged.
+	foreign := mk("cordon-0123456789abcdee-1-0-1")
 	orphan := sleep()
 	if err := writeFile(filepath.Join(dead, "cgroup.procs"), strconv.Itoa(orphan.Process.Pid)); err != nil {
 		t.Fatal(err)
@@ -157,7 +160,7 @@ func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
 	if _, err := os.Stat(oldEmpty); err == nil {
 		t.Error("an empty, abandoned cgroup of the old naming was left")
 	}
-	for _, dir := range []string{idle.dirs["pids"], busy.dirs["pids"], other} {
+	for _, dir := range []string{idle.dirs["pids"], busy.dirs["pids"], other, foreign} {
 		if _, err := os.Stat(dir); err != nil {
 			t.Errorf("%s was removed: %v", dir, err)
 		}

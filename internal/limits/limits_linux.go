@@ -2,7 +2,6 @@ package limits
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -146,7 +145,7 @@ func (p Plan) Start(extra int) (*Group, error) {
 	rand.Read(name[:])
 	// The owner in the name: another cordon process removes the cgroup,
 	// and ends what still runs in it, once this one is gone.
-	id := "cordon-" + hex.EncodeToString(name[:]) + "-" + selfOwner()
+	id := "cordon-" + hex.EncodeToString(name[:]) + "-" + SelfID()
 	g := &Group{plan: p, extra: extra, id: id, dirs: map[string]string{}}
 	mk := func(c string, files ...string) error {
 		dir := filepath.Join(p.host.V1[c], id)
@@ -358,8 +357,7 @@ var sweepOnce sync.Once
 // them (killed, a server whose waiting sandboxes died with it), beside
 // this process's:
 //
-//   - cordon-<16 hex>-<PID>-<START>, whose owner (that PID, started at
-//     START: a PID used again does not match) is gone: what still runs in
+//   - cordon-<16 hex>-<owner>, whose owner ([ProcessID]) is [Gone]: what still runs in
 //     it is killed first. That is a sandbox of the dead owner's — bwrap's
 //     child, made in the owner's cgroup, can outlive the owner when the
 //     owner dies while bwrap sets the sandbox up (it then waits for its
@@ -395,8 +393,7 @@ func sweep(v1 map[string]string, before time.Time) {
 				unix.Rmdir(dir) // EBUSY if a process came meanwhile: it stays
 				continue
 			}
-			owner := strings.TrimPrefix(rest[16:], "-")
-			if ownerAlive(owner) {
+			if !Gone(strings.TrimPrefix(rest[16:], "-")) {
 				continue
 			}
 			for i := 0; i < 50; i++ {
@@ -414,40 +411,6 @@ func sweep(v1 map[string]string, before time.Time) {
 			}
 		}
 	}
-}
-
-// selfOwner names this process as a cgroup's owner: PID-START, START its
-// start time (field 22 of /proc/PID/stat).
-func selfOwner() string {
-	pid := os.Getpid()
-	return strconv.Itoa(pid) + "-" + startTime(pid)
-}
-
-func startTime(pid int) string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	i := bytes.LastIndexByte(data, ')') // the command name may hold spaces
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// ownerAlive reports whether the owner PID-START runs; an owner that
-// cannot be read is taken for alive.
-func ownerAlive(owner string) bool {
-	pidStr, start, ok := strings.Cut(owner, "-")
-	pid, err := strconv.Atoi(pidStr)
-	if !ok || err != nil || pid <= 0 || start == "" {
-		return true
-	}
-	return startTime(pid) == start
 }
 
 func procsOf(dir string) []int {

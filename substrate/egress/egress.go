@@ -184,6 +184,7 @@ type Proxy struct {
 	clients int                   // client connections being served
 	conns   sync.WaitGroup
 	self    []netip.Addr // this host's own addresses, refused unless a rule names them
+	selfErr error        // why they could not be listed: every name is refused then
 }
 
 // maxEvents bounds the log; maxField each name and reason in it.
@@ -213,7 +214,9 @@ func New(cfg Config) *Proxy {
 		cfg.MaxConns = 256
 	}
 	p := &Proxy{cfg: cfg, open: map[net.Conn]struct{}{}}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
+	addrs, err := net.InterfaceAddrs()
+	p.selfErr = err
+	if err == nil {
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok {
 				if ip, ok := netip.AddrFromSlice(n.IP); ok {
@@ -240,11 +243,22 @@ func (p *Proxy) Dropped() int {
 	return p.dropped
 }
 
+// clip cuts s at maxField bytes and writes its control bytes and
+// non-ASCII as \xNN: the fields come from the sandbox, and are printed on
+// the caller's terminal.
 func clip(s string) string {
 	if len(s) > maxField {
-		return s[:maxField] + "..."
+		s = s[:maxField] + "..."
 	}
-	return s
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			fmt.Fprintf(&b, "\\x%02x", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // record logs e and returns its index, or -1 past the log's bound.
@@ -502,6 +516,9 @@ func (p *Proxy) decide(ctx context.Context, host string, port int) ([]netip.Addr
 	if why != "" {
 		return nil, Rule{}, refuse(http.StatusForbidden, "%q: %s", host, why)
 	}
+	if p.selfErr != nil && !p.cfg.AllowInternal {
+		return nil, Rule{}, refuse(http.StatusBadGateway, "cannot list this host's own addresses, which a name must not resolve to: %v", p.selfErr)
+	}
 	var rule *Rule
 	for i, r := range p.cfg.Rules {
 		if (r.Port == 0 || r.Port == port) && matches(r.Host, name) {
@@ -577,6 +594,13 @@ var internalNets = func() []struct {
 	return out
 }()
 
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	metadata  = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("100.100.100.200")}
+	broadcast = netip.MustParseAddr("255.255.255.255")
+)
+
 // internal says why a is not an address of the open internet, or "".
 // An IPv4 address embedded in a NAT64 (64:ff9b::/96) or 6to4 (2002::/16)
 // one is judged as itself.
@@ -585,11 +609,11 @@ func internal(a netip.Addr) string {
 	if a.Is6() {
 		b := a.As16()
 		switch {
-		case netip.MustParsePrefix("64:ff9b::/96").Contains(a):
+		case nat64.Contains(a):
 			if why := internal(netip.AddrFrom4([4]byte(b[12:16]))); why != "" {
 				return "NAT64 of " + why
 			}
-		case netip.MustParsePrefix("2002::/16").Contains(a):
+		case sixToFour.Contains(a):
 			if why := internal(netip.AddrFrom4([4]byte(b[2:6]))); why != "" {
 				return "6to4 of " + why
 			}
@@ -600,7 +624,7 @@ func internal(a netip.Addr) string {
 		return "loopback"
 	case a.IsUnspecified():
 		return "unspecified"
-	case a == netip.MustParseAddr("169.254.169.254"), a == netip.MustParseAddr("fd00:ec2::254"), a == netip.MustParseAddr("100.100.100.200"):
+	case slices.Contains(metadata, a):
 		return "a cloud metadata address"
 	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
 		return "link-local"
@@ -608,7 +632,7 @@ func internal(a netip.Addr) string {
 		return "multicast"
 	case a.IsPrivate():
 		return "private"
-	case a == netip.MustParseAddr("255.255.255.255"):
+	case a == broadcast:
 		return "broadcast"
 	}
 	for _, n := range internalNets {

@@ -384,6 +384,17 @@ func TestParseRule(t *testing.T) {
 	}
 }
 
+// Fields from the sandbox are written with their control bytes escaped:
+// nothing of a tool's reaches the caller's terminal as an escape.
+func TestTheLogEscapesControlBytes(t *testing.T) {
+	p := New(Config{})
+	p.record(Event{Name: "a\x1b]0;pwned\x07b", Reason: "\x1b[2Jc\u00e9"})
+	e := p.Events()[0]
+	if e.Name != `a\x1b]0;pwned\x07b` || e.Reason != `\x1b[2Jc\xc3\xa9` {
+		t.Errorf("name %q, reason %q", e.Name, e.Reason)
+	}
+}
+
 // The log is bounded, and so are its fields: a tool that floods the
 // proxy with refused requests costs the host at most that.
 func TestTheLogIsBounded(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
@@ -187,7 +188,7 @@ func newBundle(stateDir string, s any) (*bundle, error) {
 	if err == nil {
 		// Whose it is: this process, by PID and start time, for the
 		// sweep of another process should this one be killed.
-		err = os.WriteFile(filepath.Join(dir, "owner"), []byte(selfOwner()), 0o600)
+		err = os.WriteFile(filepath.Join(dir, "owner"), []byte(limits.SelfID()), 0o600)
 	}
 	if err == nil {
 		err = os.Mkdir(filepath.Join(dir, "rootfs"), 0o755)
@@ -203,29 +204,6 @@ func newBundle(stateDir string, s any) (*bundle, error) {
 }
 
 func (b *bundle) remove() { os.RemoveAll(b.dir) }
-
-// selfOwner is this process as a bundle's owner file says it: its PID
-// and its start time (field 22 of /proc/PID/stat), which a PID used
-// again does not share.
-func selfOwner() string { return owner(os.Getpid()) }
-
-func owner(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name, in parentheses, may hold spaces: fields count
-	// from after its closing one.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return fmt.Sprintf("%d %s", pid, f[19])
-}
 
 // sweepAge is how old a bundle without an owner file must be before a
 // sweep takes it for abandoned (one being written has none yet).
@@ -253,8 +231,7 @@ func sweep(stateDir string, rt Runtime) {
 				continue
 			}
 		} else {
-			var pid int
-			if _, err := fmt.Sscanf(string(data), "%d", &pid); err != nil || pid <= 0 || owner(pid) == string(data) {
+			if !limits.Gone(string(data)) {
 				continue // alive, or not cordon's to judge
 			}
 		}
