@@ -98,11 +98,22 @@ func sockPath(t *testing.T) string {
 // serve runs a proxy of cfg on a unix socket until the test ends.
 func serve(t *testing.T, cfg Config) (*Proxy, string) {
 	t.Helper()
-	sock := sockPath(t)
-	ln, err := net.Listen("unix", sock)
+	return serveOn(t, cfg, "unix")
+}
+
+// serveOn runs a proxy of cfg on a unix socket, or on loopback TCP (the
+// tunnels between two TCP connections splice), and returns its address.
+func serveOn(t *testing.T, cfg Config, network string) (*Proxy, string) {
+	t.Helper()
+	sock := "127.0.0.1:0"
+	if network == "unix" {
+		sock = sockPath(t)
+	}
+	ln, err := net.Listen(network, sock)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sock = ln.Addr().String()
 	p := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -127,7 +138,11 @@ func rules(t *testing.T, ss ...string) []Rule {
 // line and the connection (open on a 200).
 func connect(t *testing.T, sock, head string) (string, net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("unix", sock)
+	network := "tcp"
+	if strings.HasPrefix(sock, "/") {
+		network = "unix"
+	}
+	c, err := net.Dial(network, sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,29 +166,49 @@ func connect(t *testing.T, sock, head string) (string, net.Conn, *bufio.Reader) 
 // An allowed name is tunnelled to the address the proxy resolved, end to
 // end, and the decision is logged with its bytes; mixed case is the same
 // name.
+// Over a unix socket the tunnel copies; TCP to TCP it splices, and bytes
+// the client sent with its CONNECT head go first.
 func TestConnectToAGrantedName(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) { testConnectToAGrantedName(t, network) })
+	}
+}
+
+func testConnectToAGrantedName(t *testing.T, network string) {
 	up := newUpstream(t)
 	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
-	p, sock := serve(t, Config{Rules: rules(t, "api.example.test:"+strconv.Itoa(up.port())), Resolver: res, AllowInternal: true})
-	for _, host := range []string{"api.example.test", "API.Example.TEST"} {
+	p, sock := serveOn(t, Config{Rules: rules(t, "api.example.test:"+strconv.Itoa(up.port())), Resolver: res, AllowInternal: true}, network)
+	for i, host := range []string{"api.example.test", "API.Example.TEST", "api.example.test"} {
 		target := net.JoinHostPort(host, strconv.Itoa(up.port()))
-		status, c, br := connect(t, sock, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		head := "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n"
+		early := i == 2
+		if early {
+			head += "ping\n" // before the proxy answered
+		}
+		status, c, br := connect(t, sock, head)
 		if !strings.HasPrefix(status, "HTTP/1.1 200") {
 			t.Fatalf("CONNECT %s: %s", target, status)
 		}
 		if l, _ := br.ReadString('\n'); l != "hello from upstream\n" {
 			t.Fatalf("through the tunnel: %q", l)
 		}
-		io.WriteString(c, "ping\n")
+		if !early {
+			io.WriteString(c, "ping\n")
+		}
 		if l, _ := br.ReadString('\n'); l != "ping\n" {
-			t.Fatalf("echo through the tunnel: %q", l)
+			t.Fatalf("echo through the tunnel (early %v): %q", early, l)
 		}
 		c.Close()
 	}
 	time.Sleep(100 * time.Millisecond)
 	ev := p.Events()
-	if len(ev) != 2 || !ev[0].Allowed || ev[0].Name != "api.example.test" || ev[0].Addr != "127.0.0.1:"+strconv.Itoa(up.port()) || ev[0].Up != 5 || ev[0].Down != 25 {
-		t.Errorf("events %+v", ev)
+	if len(ev) != 3 || !ev[0].Allowed || ev[0].Name != "api.example.test" || ev[0].Addr != "127.0.0.1:"+strconv.Itoa(up.port()) {
+		t.Fatalf("events %+v", ev)
+	}
+	for _, e := range ev {
+		if e.Up != 5 || e.Down != 25 {
+			t.Errorf("bytes logged: up %d down %d, want 5 and 25", e.Up, e.Down)
+		}
 	}
 }
 
@@ -342,12 +377,19 @@ func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, e
 	return []netip.Addr{netip.MustParseAddr(r.then)}, nil
 }
 
-// A tunnel with no traffic closes at the idle bound.
+// A tunnel with no traffic closes at the idle bound, one copied through
+// the proxy's buffers (from a unix socket) as one spliced (TCP to TCP).
 func TestIdleTunnelsClose(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) { testIdleTunnelsClose(t, network) })
+	}
+}
+
+func testIdleTunnelsClose(t *testing.T, network string) {
 	up := newUpstream(t)
 	port := strconv.Itoa(up.port())
 	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
-	_, sock := serve(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 200 * time.Millisecond})
+	_, sock := serveOn(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 200 * time.Millisecond}, network)
 	status, _, br := connect(t, sock, "CONNECT api.example.test:"+port+" HTTP/1.1\r\n\r\n")
 	if !strings.Contains(status, " 200") {
 		t.Fatal(status)
@@ -458,8 +500,14 @@ func TestConnectionsAreBoundedAndClosedAtTheEnd(t *testing.T) {
 }
 
 // A tunnel whose one direction is quiet while the other moves bytes stays
-// open past Idle.
+// open past Idle, from a unix socket or a TCP one.
 func TestAOneWayTunnelIsNotIdle(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) { testAOneWayTunnelIsNotIdle(t, network) })
+	}
+}
+
+func testAOneWayTunnelIsNotIdle(t *testing.T, network string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -478,13 +526,47 @@ func TestAOneWayTunnelIsNotIdle(t *testing.T) {
 	}()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
-	_, sock := serve(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 300 * time.Millisecond})
+	_, sock := serveOn(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 300 * time.Millisecond}, network)
 	status, _, br := connect(t, sock, "CONNECT api.example.test:"+port+" HTTP/1.1\r\n\r\n")
 	if !strings.Contains(status, " 200") {
 		t.Fatal(status)
 	}
-	got, _ := io.ReadAll(br)
+	got, err := io.ReadAll(br)
 	if string(got) != "zzzzzzzz" {
+		t.Logf("err %v", err)
 		t.Errorf("through a tunnel quiet one way: %q", got)
+	}
+}
+
+// A plain HTTP response that trickles for longer than Idle, never idle
+// for that long, comes through whole: the bound is per read and write,
+// not on the whole exchange.
+func TestASlowPlainResponseIsNotIdle(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "8")
+		for range 8 {
+			w.Write([]byte("z"))
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+	_, sock := serveOn(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 300 * time.Millisecond}, "tcp")
+	c, err := net.Dial("tcp", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET http://api.example.test:"+u.Port()+"/ HTTP/1.1\r\nHost: api.example.test:"+u.Port()+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "zzzzzzzz" {
+		t.Errorf("a response slower than Idle: %q, %v", body, err)
 	}
 }

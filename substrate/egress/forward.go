@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -42,9 +41,9 @@ func ProxyEnv() []string {
 // Forwarder returns the command line that runs argv under the forwarder:
 // prog (this binary, as the sandbox sees it) listens on [ListenAddr],
 // then runs argv as its child and exits as the child did; each connection
-// it accepts goes to the proxy as a new socket pair, one end sent over
-// the control socket at descriptor fd (SCM_RIGHTS). The forwarder decides
-// nothing: the proxy on the host does.
+// it accepts goes to the proxy, its descriptor sent over the control
+// socket at descriptor fd (SCM_RIGHTS). The forwarder decides nothing and
+// copies nothing: the proxy on the host does both.
 func Forwarder(prog string, fd int, argv []string) []string {
 	return append([]string{prog, ForwardArg, strconv.Itoa(fd), ListenAddr, "--"}, argv...)
 }
@@ -131,41 +130,27 @@ func isNotFound(err error) bool {
 	return ok && e.Err == exec.ErrNotFound
 }
 
-// forwardOne hands the connection c to the proxy: a new socket pair, one
-// end sent over ctl, the other spliced with c.
+// forwardOne hands the connection c to the proxy: its descriptor, sent
+// over ctl, which the proxy then reads and writes itself. The forwarder
+// keeps no copy and copies no byte.
 func forwardOne(ctl *net.UnixConn, c net.Conn) {
 	defer c.Close()
-	pair, err := Socketpair()
+	rc, err := c.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		return
 	}
-	mine := os.NewFile(uintptr(pair[0]), "egress")
-	theirs := os.NewFile(uintptr(pair[1]), "egress")
-	_, _, err = ctl.WriteMsgUnix([]byte{1}, unix.UnixRights(pair[1]), nil)
-	theirs.Close()
-	if err != nil {
-		mine.Close()
-		return
-	}
-	up, err := net.FileConn(mine)
-	mine.Close()
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
-	go func() { io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
-	<-done
-	<-done
+	rc.Control(func(fd uintptr) {
+		ctl.WriteMsgUnix([]byte{1}, unix.UnixRights(int(fd)), nil)
+	})
 }
 
 // ServeControl serves the connections a forwarder hands over ctl, each a
-// unix stream socket received with SCM_RIGHTS, until ctl ends (the
-// forwarder is gone) or ctx does, when every connection it serves is
-// closed. The control socket is the sandbox's: a message with more than
-// one descriptor, or one that is not a unix stream socket, is dropped,
-// and at most Config.MaxConns are served at once. It returns once every
+// connected stream socket (the TCP connection the forwarder accepted, or
+// a unix one) received with SCM_RIGHTS, until ctl ends (the forwarder is
+// gone) or ctx does, when every connection it serves is closed. The
+// control socket is the sandbox's: a message with more than one
+// descriptor, or one that is not a stream socket of AF_INET, AF_INET6 or
+// AF_UNIX, is dropped, and at most Config.MaxConns are served at once. It returns once every
 // connection it served is closed.
 func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -191,7 +176,7 @@ func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
 				}
 			}
 		}
-		if len(fds) != 1 || !unixStream(fds[0]) {
+		if len(fds) != 1 || !streamSocket(fds[0]) {
 			for _, fd := range fds {
 				unix.Close(fd)
 			}

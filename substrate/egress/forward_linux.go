@@ -2,11 +2,13 @@ package egress
 
 import "golang.org/x/sys/unix"
 
-// unixStream reports whether fd is a unix stream socket.
-func unixStream(fd int) bool {
+// streamSocket reports whether fd is a stream socket of AF_UNIX, AF_INET
+// or AF_INET6.
+func streamSocket(fd int) bool {
 	dom, err1 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	typ, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	return err1 == nil && err2 == nil && dom == unix.AF_UNIX && typ == unix.SOCK_STREAM
+	return err1 == nil && err2 == nil && typ == unix.SOCK_STREAM &&
+		(dom == unix.AF_UNIX || dom == unix.AF_INET || dom == unix.AF_INET6)
 }
 
 // undumpable makes this process not dumpable (PR_SET_DUMPABLE 0).

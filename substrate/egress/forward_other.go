@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unixStream reports whether fd is a stream socket (the domain cannot be
+// streamSocket reports whether fd is a stream socket (the domain cannot be
 // asked here).
-func unixStream(fd int) bool {
+func streamSocket(fd int) bool {
 	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
 	return err == nil && typ == unix.SOCK_STREAM
 }
