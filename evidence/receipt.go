@@ -170,6 +170,24 @@ type Run struct {
 	StdoutClipped bool                `json:"stdout_clipped"`
 	StderrClipped bool                `json:"stderr_clipped"`
 	DurationMS    float64             `json:"duration_ms"`
+	// Egress is the egress proxy's log of the run (its substrate has
+	// one): every connection it allowed or refused, and the bytes moved.
+	Egress []EgressEvent `json:"egress,omitempty"`
+	// EgressDropped counts the decisions past the log's bound.
+	EgressDropped int `json:"egress_dropped,omitempty"`
+}
+
+// EgressEvent is one decision of the egress proxy during a run.
+type EgressEvent struct {
+	Time    time.Time `json:"time"`
+	Method  string    `json:"method"`         // CONNECT, GET, ...
+	Name    string    `json:"name"`           // the host as the tool asked for it
+	Port    int       `json:"port"`           // and its port
+	Addr    string    `json:"addr,omitempty"` // the address dialled
+	Allowed bool      `json:"allowed"`
+	Reason  string    `json:"reason,omitempty"` // the rule that allowed it, or why it was refused
+	Up      int64     `json:"up,omitempty"`     // bytes to the upstream
+	Down    int64     `json:"down,omitempty"`   // bytes from it
 }
 
 // logIDSize is the number of random bytes of a log's ID.

@@ -52,6 +52,39 @@ func TestExecAllowHost(t *testing.T) {
 	if !strings.Contains(strings.Join(got.Mechanisms, "\n"), "egress proxy on the host, which allows "+u.Host+" only") {
 		t.Errorf("the mechanisms do not name the egress proxy: %q", got.Mechanisms)
 	}
+	// The run's receipt carries the proxy's log: the allowed connection
+	// with its bytes, and the refused one with why.
+	code, stdout, stderr = cordonMain(t, "", "-w", ws, "exec", "--json", "--receipt", "--allow-host", u.Host, "--", "sh", "-c", script)
+	var withReceipt struct {
+		Receipt struct{ Digest string }
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &withReceipt) != nil || withReceipt.Receipt.Digest == "" {
+		t.Fatalf("exec --receipt: exit %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, _ = cordonMain(t, "", "-w", ws, "evidence", "show", "--json", withReceipt.Receipt.Digest)
+	var shown struct {
+		Statement struct {
+			Predicate struct {
+				Run struct {
+					Egress []struct {
+						Name    string
+						Port    int
+						Allowed bool
+						Reason  string
+						Down    int64
+					}
+				}
+			}
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &shown) != nil {
+		t.Fatalf("evidence show: exit %d %s", code, stdout)
+	}
+	eg := shown.Statement.Predicate.Run.Egress
+	if len(eg) != 2 || !eg[0].Allowed || eg[0].Name != "127.0.0.1" || eg[0].Down == 0 ||
+		eg[1].Allowed || eg[1].Name != "other.example.test" || eg[1].Port != 80 || !strings.Contains(eg[1].Reason, "not granted") {
+		t.Errorf("the receipt's egress log: %+v\n%s", eg, stdout)
+	}
 	for _, args := range [][]string{
 		{"--allow-host", "a.example", "--net", "host"},
 		{"--allow-host", "a.example", "--no-sandbox"},

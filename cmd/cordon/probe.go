@@ -204,7 +204,12 @@ func (e *env) runReceipt(ctx context.Context, op string, p *admission.Prepared, 
 		StdoutDigest: digestOf(res.Stdout), StderrDigest: digestOf(res.Stderr),
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
 		StdoutClipped: res.StdoutClipped, StderrClipped: res.StderrClipped,
-		DurationMS: float64(res.Duration.Microseconds()) / 1000,
+		DurationMS:    float64(res.Duration.Microseconds()) / 1000,
+		EgressDropped: res.EgressDropped,
+	}
+	for _, ev := range res.Egress {
+		run.Egress = append(run.Egress, evidence.EgressEvent{Time: ev.Time, Method: ev.Method, Name: ev.Name, Port: ev.Port,
+			Addr: ev.Addr, Allowed: ev.Allowed, Reason: ev.Reason, Up: ev.Up, Down: ev.Down})
 	}
 	for c, cs := range g.Evidence {
 		if run.Evidence == nil {
