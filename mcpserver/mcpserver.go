@@ -56,6 +56,11 @@ type Config struct {
 	Substrate string
 	// HostNet gives bash the host's network (--net host).
 	HostNet bool
+	// Hosts, without HostNet, are the net.connect: capabilities bash
+	// gets (cordon mcp --allow-host): the named hosts through the egress
+	// proxy, and no other network. A tool may be granted these and no
+	// other.
+	Hosts []capabilities.Capability
 	// Timeout and MaxTimeout are bash's default and ceiling; MaxOutput
 	// and MaxMaxOutput its output bound's.
 	Timeout, MaxTimeout     time.Duration
@@ -267,8 +272,11 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 func (s *Server) rule() string {
 	ws := s.cfg.Admitter.Workspace()
 	net := "no network (not even the host's loopback)"
-	if s.cfg.HostNet {
+	switch {
+	case s.cfg.HostNet:
 		net = "the host's network"
+	case len(s.cfg.Hosts) > 0:
+		net = "no network but " + s.hostList() + " through cordon's egress proxy (HTTP_PROXY/HTTPS_PROXY; other names and direct connections are refused)"
 	}
 	sandbox := "in a " + s.cfg.Substrate + " sandbox: the host read-only, the workspace the one writable tree, " + net
 	if s.cfg.Substrate == "host" {
@@ -276,6 +284,15 @@ func (s *Server) rule() string {
 	}
 	return fmt.Sprintf("Workspace %s. Paths are workspace-relative; a path or symlink that leads outside is refused, harness state (%s) is unavailable, and write-later paths (git's hooks and config, editor and agent settings, .envrc) are read-only. Commands run %s. These are fixed when the server starts; no argument changes them.",
 		ws, strings.Join(s.cfg.Files.HarnessState(), ", "), sandbox)
+}
+
+// hostList names the hosts of the server's start, for a model to read.
+func (s *Server) hostList() string {
+	var hosts []string
+	for _, c := range s.cfg.Hosts {
+		hosts = append(hosts, strings.TrimPrefix(c.String(), "net.connect:"))
+	}
+	return strings.Join(hosts, ", ")
 }
 
 func (s *Server) instructions() string {
@@ -428,9 +445,12 @@ func (s *Server) listDir(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 // call's timeout and output bound within their ceilings.
 func (s *Server) bashSet(timeout time.Duration, output int64) (capabilities.Set, error) {
 	caps := []capabilities.Capability{capabilities.ReadWorkspace(), capabilities.WriteWorkspace()}
-	if s.cfg.HostNet || s.cfg.Substrate == "host" {
+	switch {
+	case s.cfg.HostNet || s.cfg.Substrate == "host":
 		caps = append(caps, capabilities.HostNet())
-	} else {
+	case len(s.cfg.Hosts) > 0:
+		caps = append(caps, s.cfg.Hosts...)
+	default:
 		caps = append(caps, capabilities.NoNet())
 	}
 	t, err := capabilities.TimeLimit(timeout)
@@ -527,6 +547,12 @@ func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp
 	if res.Tool != "" {
 		out["tool"] = res.Tool
 	}
+	if len(res.Egress) > 0 {
+		out["egress"] = res.Egress
+	}
+	if res.EgressDropped > 0 {
+		out["egress_dropped"] = res.EgressDropped
+	}
 	if res.Trap != "" {
 		out["trap"] = res.Trap
 	}
@@ -544,6 +570,10 @@ func (s *Server) run(ctx context.Context, op string, p *admission.Prepared) *mcp
 func (s *Server) widens(g *admission.Grant) string {
 	for _, c := range g.All().All() {
 		switch {
+		case !s.cfg.HostNet && c.Kind() == capabilities.KindNetConnect && slices.Contains(s.cfg.Hosts, c):
+			// a host the server was started with
+		case !s.cfg.HostNet && len(s.cfg.Hosts) > 0 && (c.Kind() == capabilities.KindNetConnect || c.Kind() == capabilities.KindNet && c != capabilities.NoNet()):
+			return fmt.Sprintf("it is granted %s, and this server was started with the network of its --allow-host hosts alone (%s): no tool gets more than the server's start", c, s.hostList())
 		case !s.cfg.HostNet && (c.Kind() == capabilities.KindNetConnect || c.Kind() == capabilities.KindNet && c != capabilities.NoNet()):
 			return fmt.Sprintf("it is granted %s, and this server was started without the network (cordon mcp --net none): no tool gets more than the server's start", c)
 		case c.Kind() == capabilities.KindEnv && !slices.Contains(s.cfg.Env, c.Name()):

@@ -24,7 +24,7 @@ func init() {
 
 const mcpUsage = `usage: cordon mcp [-w DIR] [--autonomy supervised|unattended] [--net none|host]
                   [--substrate bwrap|landlock|oci] [--no-sandbox] [--memory SIZE] [--pids N]
-                  [--timeout D] [--max-timeout D] [--env NAME]... [--pool N]
+                  [--timeout D] [--max-timeout D] [--env NAME]... [--pool N] [--allow-host H]...
 
 Serves the workspace over MCP on stdin/stdout: read_file, write_file, edit_file,
 list_dir, bash (each call in a fresh sandbox), register_tool, and every admitted
@@ -35,6 +35,11 @@ registered from the conversation is granted the network under --net none, or a
 variable of the server's environment that --env does not name. With --autonomy
 unattended the server starts only where every precondition holds (cordon
 autonomy check), and checks them again before every run.
+
+--allow-host H (repeatable; bwrap) gives bash, in place of no network, the
+host H alone through cordon's egress proxy, as cordon exec --allow-host does;
+a registered tool may be granted those hosts and no other network. Such calls
+are not pooled. The results carry the proxy's log ("egress").
 
 On bwrap the server keeps --pool sandboxes (default 4) made ahead of bash's
 calls: each is exactly the sandbox a call would get new — checked again at the
@@ -55,6 +60,7 @@ func runMCP(e *env, args []string) int {
 	maxTimeout := fs.Duration("max-timeout", 0, "bash's longest timeout (default: 10m, or the timeout if longer)")
 	envNames := fs.StringArray("env", nil, "a variable bash and tools may be given")
 	pool := fs.Int("pool", 4, "bwrap sandboxes kept made ahead of bash's calls (0: none)")
+	allowHosts := fs.StringArray("allow-host", nil, "a host bash and tools may reach through the egress proxy")
 	if code := e.parse(fs, args, mcpUsage); code >= 0 {
 		return code
 	}
@@ -81,6 +87,21 @@ func runMCP(e *env, args []string) int {
 	set, code := e.execCapabilities(fs.Changed("net"), sub, *timeout, capture.FormatSize(256<<10), *netName, tmp, *envNames, *memory, *pids, 0)
 	if code >= 0 {
 		return code
+	}
+	var hosts []capabilities.Capability
+	if len(*allowHosts) > 0 {
+		if sub != bwrap.Name {
+			return e.usageError(fmt.Sprintf("--allow-host: the egress proxy runs on bwrap, not %s", sub))
+		}
+		if set, code = e.withAllowedHosts(set, *allowHosts, fs.Changed("net") && *netName != "none", *noSandbox); code >= 0 {
+			return code
+		}
+		for _, c := range set.All() {
+			if c.Kind() == capabilities.KindNetConnect {
+				hosts = append(hosts, c)
+			}
+		}
+		*pool = 0 // a sandbox with egress is not made ahead: its proxy is the call's
 	}
 	var extra []capabilities.Capability
 	for _, c := range set.All() {
@@ -123,7 +144,7 @@ func runMCP(e *env, args []string) int {
 	defer rt.Close()
 	cfg := mcpserver.Config{
 		Admitter: a, Registry: reg, Runtime: rt, Files: ws, Pool: *pool > 0,
-		Substrate: sub, HostNet: *netName == "host", Timeout: *timeout, MaxTimeout: *maxTimeout,
+		Substrate: sub, HostNet: *netName == "host", Hosts: hosts, Timeout: *timeout, MaxTimeout: *maxTimeout,
 		Extra: extra, Env: *envNames, Autonomy: lvl, Version: versionString(),
 	}
 	if lvl == autonomy.Unattended {

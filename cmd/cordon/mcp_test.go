@@ -5,8 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -430,5 +435,51 @@ func TestMCPServerOnOCI(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(data) != "[core]\n" {
 		t.Errorf(".git/config is %q", data)
+	}
+}
+
+// TestMCPServerAllowHost: a server started with --allow-host gives bash
+// that host alone through the egress proxy — another name is refused, a
+// direct connection fails, the result carries the proxy's log — and a
+// registered tool may be granted that host, never another.
+func TestMCPServerAllowHost(t *testing.T) {
+	needBwrap(t)
+	curl, err := exec.LookPath("curl")
+	testenv.Require(t, err == nil, "curl: %v", err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	ws := tempWorkspace(t)
+	s := mcpSession(t, ws, nil, "--allow-host", u.Host)
+	if init := s.InitializeResult(); init == nil || !strings.Contains(init.Instructions, u.Host+" through cordon's egress proxy") {
+		t.Errorf("the instructions do not say which hosts bash reaches: %+v", init)
+	}
+	script := fmt.Sprintf(`%[1]s -sS -m 5 %[2]s/; echo
+%[1]s -sS -m 5 -o /dev/null -w '%%{http_code}\n' http://other.example.test/
+%[1]s -sS -m 2 --noproxy '*' %[2]s/ >/dev/null 2>&1 || echo direct-failed`, curl, srv.URL)
+	got, isErr := call(t, s, "bash", map[string]any{"command": script})
+	var res struct {
+		Stdout string
+		Egress []struct {
+			Name    string
+			Allowed bool
+		}
+	}
+	if isErr || json.Unmarshal([]byte(got), &res) != nil || res.Stdout != "hello\n403\ndirect-failed\n" ||
+		len(res.Egress) != 2 || !res.Egress[0].Allowed || res.Egress[1].Allowed || res.Egress[1].Name != "other.example.test" {
+		t.Fatalf("bash with an allowed host: %v %s", isErr, got)
+	}
+	for host, ok := range map[string]bool{u.Host: true, "other.example.test": false} {
+		got, isErr := call(t, s, "register_tool", map[string]any{"declaration": map[string]any{"name": "fetch", "kind": "native",
+			"command": []string{curl, "-sS", "-m", "5", srv.URL + "/"}, "capabilities": []string{"net.connect:host:" + host}}})
+		if isErr == ok || !ok && !strings.Contains(got, "--allow-host hosts alone") {
+			t.Errorf("register a tool granted %s: %v %s", host, isErr, got)
+		}
+	}
+	if got, isErr := call(t, s, "fetch", map[string]any{}); isErr || !strings.Contains(got, `"stdout":"hello"`) {
+		t.Errorf("the tool granted the server's host: %v %s", isErr, got)
+	}
+	if code, _, stderr := cordonMain(t, "", "-w", ws, "mcp", "--allow-host", u.Host, "--substrate", "landlock"); code != exitUsage {
+		t.Errorf("--allow-host on landlock: exit %d (%s), want usage", code, stderr)
 	}
 }
