@@ -347,13 +347,17 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	defer r.end()
 	watch := r.watchMounts()
 	o := r.t.Wait(ctx)
+	// What the limits saw is read while the mount table is read the last
+	// time.
+	limitNotes := make(chan []string, 1)
+	go func() { limitNotes <- r.grp.Notes() }()
 	changed := watch.done()
 	// Every process of the run is gone: what it left in the index is
 	// final.
 	if p := r.sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
-	o.Notes = append(o.Notes, r.grp.Notes()...)
+	o.Notes = append(o.Notes, <-limitNotes...)
 	if len(changed) > 0 {
 		// The command ran, and cordon ended it: that is the outcome,
 		// whatever bwrap got to report.
