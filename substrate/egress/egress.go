@@ -183,8 +183,9 @@ type Proxy struct {
 	open    map[net.Conn]struct{} // client and upstream connections, closed when the service ends
 	clients int                   // client connections being served
 	conns   sync.WaitGroup
-	self    []netip.Addr // this host's own addresses, refused unless a rule names them
-	selfErr error        // why they could not be listed: every name is refused then
+	self    []netip.Addr  // this host's own addresses, refused unless a rule names them
+	selfErr error         // why they could not be listed: every name is refused then
+	large   chan struct{} // a token per large copy buffer in use (at most maxLarge)
 }
 
 // maxEvents bounds the log; maxField each name and reason in it.
@@ -213,7 +214,7 @@ func New(cfg Config) *Proxy {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 256
 	}
-	p := &Proxy{cfg: cfg, open: map[net.Conn]struct{}{}}
+	p := &Proxy{cfg: cfg, open: map[net.Conn]struct{}{}, large: make(chan struct{}, maxLarge)}
 	addrs, err := net.InterfaceAddrs()
 	p.selfErr = err
 	if err == nil {
@@ -395,8 +396,12 @@ func refuse(status int, format string, args ...any) error {
 // tunnel, or plain HTTP requests one after another.
 func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	// Every read, of a request's head or of its body, waits at most Idle.
-	br := bufio.NewReaderSize(&idleReader{c: c, idle: p.cfg.Idle}, maxHead)
+	// Every read, of a request's head or of its body, waits at most
+	// Idle, and none goes on past MaxAge from now: plain requests one
+	// after another on one connection, or a body that trickles in, end
+	// there as a tunnel does.
+	until := time.Now().Add(p.cfg.MaxAge)
+	br := bufio.NewReaderSize(&idleReader{c: c, idle: p.cfg.Idle, until: until}, maxHead)
 	for {
 		hosts, err := hostHeaders(br)
 		if err != nil {
@@ -414,20 +419,22 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 			p.tunnel(ctx, c, br, req, hosts)
 			return
 		}
-		if !p.forward(ctx, c, req, hosts) {
+		if !p.forward(ctx, c, req, hosts, until) {
 			return
 		}
 	}
 }
 
-// idleReader reads c with a deadline of idle from each read.
+// idleReader reads c with a deadline of idle from each read, and never
+// past until.
 type idleReader struct {
-	c    net.Conn
-	idle time.Duration
+	c     net.Conn
+	idle  time.Duration
+	until time.Time
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
-	r.c.SetReadDeadline(time.Now().Add(r.idle))
+	r.c.SetReadDeadline(minTime(time.Now().Add(r.idle), r.until))
 	return r.c.Read(b)
 }
 
@@ -701,19 +708,19 @@ func (p *Proxy) splice(c net.Conn, br *bufio.Reader, up net.Conn) (int64, int64)
 	last.Store(time.Now().UnixNano())
 	deadline := time.Now().Add(p.cfg.MaxAge)
 	copyDir := func(dst io.Writer, src io.Reader, srcConn, dstConn net.Conn, n *atomic.Int64) {
-		bp := copyBuffers.Get().(*[copySize]byte)
-		defer copyBuffers.Put(bp)
-		buf := bp[:]
+		buf := p.copyBuffer()
+		defer buf.release()
 		for {
 			srcConn.SetReadDeadline(minTime(time.Now().Add(p.cfg.Idle), deadline))
-			k, err := src.Read(buf)
+			k, err := src.Read(buf.b)
 			if k > 0 {
 				last.Store(time.Now().UnixNano())
 				dstConn.SetWriteDeadline(minTime(time.Now().Add(p.cfg.Idle), deadline))
-				if _, werr := dst.Write(buf[:k]); werr != nil {
+				if _, werr := dst.Write(buf.b[:k]); werr != nil {
 					return
 				}
 				n.Add(int64(k))
+				buf.filled(k)
 			}
 			if err != nil {
 				var ne net.Error
@@ -736,14 +743,60 @@ func (p *Proxy) splice(c net.Conn, br *bufio.Reader, up net.Conn) (int64, int64)
 	return upBytes.Load(), downBytes.Load()
 }
 
-// copySize is the size of a tunnel's read: large enough that a bulk
-// download costs few system calls (64 KiB gave about 0.65x of a direct
-// download on loopback, 256 KiB about 0.8x; see BenchmarkEgress).
-const copySize = 256 << 10
+// A copy (a tunnel's direction, a plain response's body) reads into a
+// small buffer, and into a large one once a read has filled the small
+// one and the proxy has a large one to give: a bulk download costs few
+// system calls (with 64 KiB buffers it ran at about 0.65x of a direct
+// download on loopback, with 256 KiB about 0.8x; see BenchmarkEgress),
+// and the memory the host holds for a run stays bounded, whatever the
+// tool does with its connections: MaxConns x 2 x smallCopy, plus maxLarge
+// x largeCopy (at most 20 MiB at the defaults). The buffers are the
+// host's, outside the run's limits.
+const (
+	smallCopy = 32 << 10
+	largeCopy = 256 << 10
+	maxLarge  = 16
+)
 
-// copyBuffers recycles the tunnels' buffers: a new connection takes two
-// without allocating them, which its first byte would otherwise wait for.
-var copyBuffers = sync.Pool{New: func() any { return new([copySize]byte) }}
+var (
+	smallBuffers = sync.Pool{New: func() any { return new([smallCopy]byte) }}
+	largeBuffers = sync.Pool{New: func() any { return new([largeCopy]byte) }}
+)
+
+// copyBuf is a copy's buffer, b: the small one or the large one.
+type copyBuf struct {
+	p     *Proxy
+	b     []byte
+	small *[smallCopy]byte
+	large *[largeCopy]byte
+}
+
+func (p *Proxy) copyBuffer() *copyBuf {
+	small := smallBuffers.Get().(*[smallCopy]byte)
+	return &copyBuf{p: p, b: small[:], small: small}
+}
+
+// filled takes the large buffer after a read of k bytes filled the small
+// one, when the proxy has one to give.
+func (c *copyBuf) filled(k int) {
+	if c.large != nil || k < len(c.b) {
+		return
+	}
+	select {
+	case c.p.large <- struct{}{}:
+		c.large = largeBuffers.Get().(*[largeCopy]byte)
+		c.b = c.large[:]
+	default:
+	}
+}
+
+func (c *copyBuf) release() {
+	smallBuffers.Put(c.small)
+	if c.large != nil {
+		largeBuffers.Put(c.large)
+		<-c.p.large
+	}
+}
 
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -762,7 +815,7 @@ func minTime(a, b time.Time) time.Time {
 // URL's host, send it to the address decided (Host set to the name
 // checked), and copy the response back. It reports whether the client
 // connection may carry another request.
-func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request, hosts []string) bool {
+func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request, hosts []string, until time.Time) bool {
 	ev := Event{Method: req.Method, Name: req.Host}
 	err := func() error {
 		if !req.URL.IsAbs() || req.URL.Scheme != "http" {
@@ -801,8 +854,7 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request, host
 		}
 		out.Close = true
 		// Each read and write either way waits at most Idle, and none
-		// goes on past MaxAge.
-		until := time.Now().Add(p.cfg.MaxAge)
+		// goes on past the connection's MaxAge.
 		cu := &countConn{Conn: up, idle: p.cfg.Idle, until: until}
 		if err := out.Write(cu); err != nil {
 			return refuse(http.StatusBadGateway, "sending the request: %v", err)
@@ -816,7 +868,7 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request, host
 		for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Trailer", "Upgrade"} {
 			resp.Header.Del(h)
 		}
-		werr := resp.Write(&idleWriter{c: c, idle: p.cfg.Idle, until: until})
+		werr := resp.Write(&idleWriter{p: p, c: c, idle: p.cfg.Idle, until: until})
 		p.addBytes(i, cu.out.Load(), cu.in.Load())
 		if werr != nil {
 			return errClientGone
@@ -862,8 +914,9 @@ func (c *countConn) Write(b []byte) (int, error) {
 
 // idleWriter writes a response to the client, each write waiting at most
 // idle, and never past until. Its ReadFrom copies a body with the
-// tunnels' buffers, which net/http's 32 KiB would otherwise replace.
+// proxy's copy buffers, which net/http's 32 KiB would otherwise replace.
 type idleWriter struct {
+	p     *Proxy
 	c     net.Conn
 	idle  time.Duration
 	until time.Time
@@ -875,16 +928,17 @@ func (w *idleWriter) Write(b []byte) (int, error) {
 }
 
 func (w *idleWriter) ReadFrom(r io.Reader) (int64, error) {
-	bp := copyBuffers.Get().(*[copySize]byte)
-	defer copyBuffers.Put(bp)
+	buf := w.p.copyBuffer()
+	defer buf.release()
 	var n int64
 	for {
-		k, err := r.Read(bp[:])
+		k, err := r.Read(buf.b)
 		if k > 0 {
-			if _, werr := w.Write(bp[:k]); werr != nil {
+			if _, werr := w.Write(buf.b[:k]); werr != nil {
 				return n, werr
 			}
 			n += int64(k)
+			buf.filled(k)
 		}
 		if err == io.EOF {
 			return n, nil

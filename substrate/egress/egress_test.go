@@ -570,3 +570,121 @@ func TestASlowPlainResponseIsNotIdle(t *testing.T) {
 		t.Errorf("a response slower than Idle: %q, %v", body, err)
 	}
 }
+
+// Plain requests one after another on one connection, and a body that
+// trickles in, end at MaxAge as a tunnel does.
+func TestPlainConnectionsEndAtMaxAge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+	const maxAge = time.Second
+	_, sock := serveOn(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true, Idle: 300 * time.Millisecond, MaxAge: maxAge}, "tcp")
+	target := "http://api.example.test:" + u.Port() + "/"
+	t.Run("keep-alive", func(t *testing.T) {
+		c, err := net.Dial("tcp", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		start := time.Now()
+		answers := 0
+		for time.Since(start) < 3*time.Second {
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			if _, err := io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: api.example.test:"+u.Port()+"\r\n\r\n"); err != nil {
+				break
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break
+			}
+			io.Copy(io.Discard, resp.Body)
+			answers++
+			time.Sleep(200 * time.Millisecond)
+		}
+		if took := time.Since(start); answers == 0 || took > maxAge+700*time.Millisecond {
+			t.Errorf("a keep-alive connection served %d requests over %v, past its MaxAge of %v", answers, took, maxAge)
+		}
+	})
+	t.Run("slow body", func(t *testing.T) {
+		c, err := net.Dial("tcp", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		io.WriteString(c, "POST "+target+" HTTP/1.1\r\nHost: api.example.test:"+u.Port()+"\r\nContent-Length: 30\r\n\r\n")
+		for range 30 {
+			if _, err := c.Write([]byte("x")); err != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.Copy(io.Discard, c)
+		if took := time.Since(start); took > maxAge+1500*time.Millisecond {
+			t.Errorf("a body trickling in held the connection %v, past its MaxAge of %v", took, maxAge)
+		}
+	})
+}
+
+// More bulk tunnels at once than the proxy has large buffers for: every
+// byte comes through, and the large buffers are all given back.
+func TestLargeBuffersAreBounded(t *testing.T) {
+	const size = 4 << 20
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for left := size; left > 0; left -= len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	res := &names{addrs: map[string][]string{"bulk.example.test": {"127.0.0.1"}}}
+	p, sock := serveOn(t, Config{Rules: rules(t, "bulk.example.test"), Resolver: res, AllowInternal: true}, "tcp")
+	var wg sync.WaitGroup
+	got := make(chan int64, 2*maxLarge)
+	for range 2 * maxLarge {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, _, br := connect(t, sock, "CONNECT bulk.example.test:"+port+" HTTP/1.1\r\n\r\n")
+			if !strings.Contains(status, " 200") {
+				got <- -1
+				return
+			}
+			n, _ := io.Copy(io.Discard, br)
+			got <- n
+		}()
+	}
+	wg.Wait()
+	close(got)
+	for n := range got {
+		if n != size {
+			t.Errorf("a tunnel moved %d bytes, want %d", n, size)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := len(p.large); n != 0 {
+		t.Errorf("%d large buffers still taken after every tunnel ended", n)
+	}
+}
