@@ -198,7 +198,15 @@ func (p Plan) Start(extra int) (*Group, error) {
 // process the entered thread forked, born in them, looked up. Calls of
 // Add are not concurrent; one after Enter is for the process forked
 // then.
-func (g *Group) Add(pid int) error {
+func (g *Group) Add(pid int) error { return g.add(pid, true) }
+
+// AddLeavingAS is Add without RLIMIT_AS, for a run whose first processes
+// are Go programs of cordon's (a Go runtime reserves more address space
+// than a small limit allows) that set the limit themselves just before
+// they execute the tool.
+func (g *Group) AddLeavingAS(pid int) error { return g.add(pid, false) }
+
+func (g *Group) add(pid int, as bool) error {
 	var member map[string]string
 	for _, c := range []string{"memory", "pids"} {
 		if dir, ok := g.dirs[c]; ok && !g.born {
@@ -225,7 +233,7 @@ func (g *Group) Add(pid int) error {
 		}
 		return nil
 	}
-	if g.plan.Memory == Rlimit {
+	if g.plan.Memory == Rlimit && as {
 		if err := set(unix.RLIMIT_AS, "RLIMIT_AS", uint64(g.plan.Spec.Memory), uint64(g.plan.Spec.Memory)); err != nil {
 			return err
 		}

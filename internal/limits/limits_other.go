@@ -23,6 +23,9 @@ func (p Plan) Start(extra int) (*Group, error) { return nil, errNotLinux }
 // Add fails outside Linux.
 func (g *Group) Add(pid int) error { return errNotLinux }
 
+// AddLeavingAS fails outside Linux.
+func (g *Group) AddLeavingAS(pid int) error { return errNotLinux }
+
 // Enter is a no-op without Linux's cgroups.
 func (g *Group) Enter() (leave func(), err error) { return func() {}, nil }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/egress"
 )
@@ -156,5 +157,31 @@ func TestEgressClientsHonourTheProxyVariables(t *testing.T) {
 	}
 	if len(proxy.Events()) < 2 {
 		t.Errorf("the proxy saw %d requests, want python's and git's", len(proxy.Events()))
+	}
+}
+
+// An egress run under a memory limit: where the limit is RLIMIT_AS (no
+// cgroup: an unprivileged user), the forwarder — a Go program, whose
+// runtime reserves more address space at its start than a small limit
+// allows — runs outside it, and the tool gets exactly the limit.
+func TestEgressUnderAMemoryLimit(t *testing.T) {
+	needBwrap(t)
+	plan, err := limits.Detect().Plan(limits.Spec{Memory: 256 << 20})
+	if err != nil {
+		t.Skip(err)
+	}
+	rule, _ := egress.ParseRule("api.example.test")
+	proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}})
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule).WithLimits(plan), Egress: proxy,
+		Command: []string{"/bin/sh", "-c", "ulimit -v; ulimit -H -v"}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "unlimited\nunlimited\n"
+	if plan.Memory == limits.Rlimit {
+		want = "262144\n262144\n"
+	}
+	if o.ExitCode != 0 || o.Stdout != want {
+		t.Errorf("memory %s: exit %d, ulimit -v %q (stderr %q); want %q", plan.Memory, o.ExitCode, o.Stdout, o.Stderr, want)
 	}
 }

@@ -133,6 +133,15 @@ func (p Policy) WithLimits(l limits.Plan) Policy { p.limits = l; return p }
 // Limits returns the plan of the run's limits.
 func (p Policy) Limits() limits.Plan { return p.limits }
 
+// toolAS is the address-space limit an egress run's forwarder sets on the
+// tool in bwrap's place (0: none, or a cgroup's memory limit instead).
+func (p Policy) toolAS() uint64 {
+	if len(p.egress) == 0 || p.limits.Memory != limits.Rlimit || p.limits.Spec.Memory <= 0 {
+		return 0
+	}
+	return uint64(p.limits.Spec.Memory)
+}
+
 // Seccomp returns the seccomp filter of the run: the network decides
 // which sockets it may create.
 func (p Policy) Seccomp() seccomp.Policy {

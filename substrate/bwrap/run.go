@@ -235,7 +235,13 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// inside it.
 	added := make(chan error, 1)
 	if err == nil {
-		go func() { added <- grp.Add(t.Pid()) }()
+		go func() {
+			if s.Policy.toolAS() > 0 {
+				added <- grp.AddLeavingAS(t.Pid())
+				return
+			}
+			added <- grp.Add(t.Pid())
+		}()
 	} else {
 		added <- nil
 	}

@@ -693,7 +693,9 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 		// standard three that reaches the command; the forwarder keeps it
 		// from the tool it runs.
 		extra = append(extra, s.egressCtl)
-		argv = egress.Forwarder(ForwarderPath, 3+len(extra)-1, argv)
+		// An address-space limit is the tool's: the forwarder sets it
+		// just before it executes the tool (see [Group.AddLeavingAS]).
+		argv = egress.Forwarder(ForwarderPath, 3+len(extra)-1, s.policy.toolAS(), argv)
 	}
 	return &exec.Cmd{
 		Path: bin,

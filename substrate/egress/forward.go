@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -38,13 +39,24 @@ func ProxyEnv() []string {
 	return append(env, "NO_PROXY=", "no_proxy=")
 }
 
+// LimitArg, as the first argument of a program that imports this
+// package, sets RLIMIT_AS and executes a command (see [Forwarder]).
+const LimitArg = "__cordon-egress-limit"
+
 // Forwarder returns the command line that runs argv under the forwarder:
 // prog (this binary, as the sandbox sees it) listens on [ListenAddr],
-// then runs argv as its child and exits as the child did; each connection
+// then runs argv as its child and exits as the child did. With as > 0,
+// the child is prog again, which sets RLIMIT_AS to as bytes (soft and
+// hard) and executes argv: the tool gets the address-space limit, and the
+// forwarder, a Go program that reserves more than a small limit allows
+// at its start, runs outside it. Each connection
 // it accepts goes to the proxy, its descriptor sent over the control
 // socket at descriptor fd (SCM_RIGHTS). The forwarder decides nothing and
 // copies nothing: the proxy on the host does both.
-func Forwarder(prog string, fd int, argv []string) []string {
+func Forwarder(prog string, fd int, as uint64, argv []string) []string {
+	if as > 0 {
+		argv = append([]string{prog, LimitArg, strconv.FormatUint(as, 10), "--"}, argv...)
+	}
 	return append([]string{prog, ForwardArg, strconv.Itoa(fd), ListenAddr, "--"}, argv...)
 }
 
@@ -52,6 +64,39 @@ func init() {
 	if len(os.Args) > 1 && os.Args[1] == ForwardArg {
 		os.Exit(forwardMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == LimitArg {
+		os.Exit(limitMain(os.Args[2:]))
+	}
+}
+
+// limitMain sets RLIMIT_AS and executes the command, as the forwarder's
+// child: AS -- CMD ARGS... It returns only when it could not: 126, or
+// 127 for a command not found, as the forwarder says them.
+func limitMain(args []string) int {
+	if len(args) < 3 || args[1] != "--" {
+		fmt.Fprintf(os.Stderr, "cordon egress forwarder: usage: %s AS -- CMD ARGS...\n", LimitArg)
+		return 126
+	}
+	as, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil || as == 0 {
+		fmt.Fprintf(os.Stderr, "cordon egress forwarder: bad address-space limit %q\n", args[0])
+		return 126
+	}
+	path, err := exec.LookPath(args[2])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[2], err)
+		if errors.Is(err, exec.ErrNotFound) || os.IsNotExist(err) {
+			return 127
+		}
+		return 126
+	}
+	if err := setAS(as); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon egress forwarder: cannot set RLIMIT_AS=%d: %v\n", as, err)
+		return 126
+	}
+	err = syscall.Exec(path, args[2:], os.Environ())
+	fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[2], err)
+	return 126
 }
 
 func forwardMain(args []string) int {

@@ -18,3 +18,8 @@ func streamSocket(fd int) bool {
 
 // undumpable makes this process not dumpable (PR_SET_DUMPABLE 0).
 func undumpable() error { return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
+
+// setAS sets this process's RLIMIT_AS, soft and hard, to n bytes.
+func setAS(n uint64) error {
+	return unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: n, Max: n})
+}

@@ -17,3 +17,6 @@ func streamSocket(fd int) bool {
 
 // undumpable is Linux's alone: the forwarder runs only there.
 func undumpable() error { return errors.New("egress: the forwarder runs on Linux only") }
+
+// setAS is Linux's alone: the forwarder runs only there.
+func setAS(n uint64) error { return errors.New("egress: the forwarder runs on Linux only") }
