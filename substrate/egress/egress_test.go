@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -513,9 +514,11 @@ func testAOneWayTunnelIsNotIdle(t *testing.T, network string) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	halfClosed := make(chan bool, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
+			halfClosed <- false
 			return
 		}
 		defer c.Close()
@@ -523,6 +526,10 @@ func testAOneWayTunnelIsNotIdle(t *testing.T, network string) {
 			c.Write([]byte("z"))
 			time.Sleep(100 * time.Millisecond)
 		}
+		// The quiet way was not ended meanwhile: no EOF from the client.
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err = c.Read(make([]byte, 1))
+		halfClosed <- errors.Is(err, io.EOF)
 	}()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
@@ -531,10 +538,51 @@ func testAOneWayTunnelIsNotIdle(t *testing.T, network string) {
 	if !strings.Contains(status, " 200") {
 		t.Fatal(status)
 	}
-	got, err := io.ReadAll(br)
+	got, _ := io.ReadAll(br)
 	if string(got) != "zzzzzzzz" {
-		t.Logf("err %v", err)
 		t.Errorf("through a tunnel quiet one way: %q", got)
+	}
+	if <-halfClosed {
+		t.Errorf("the quiet way was closed while the other moved bytes")
+	}
+}
+
+// A tunnel that never goes idle still ends at MaxAge, copied or spliced.
+func TestTunnelsEndAtMaxAge(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				for range 30 { // a byte every 100 ms for 3 s
+					if _, err := c.Write([]byte("z")); err != nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+			res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}}}
+			_, sock := serveOn(t, Config{Rules: rules(t, "api.example.test"), Resolver: res, AllowInternal: true,
+				Idle: 300 * time.Millisecond, MaxAge: time.Second}, network)
+			start := time.Now()
+			status, _, br := connect(t, sock, "CONNECT api.example.test:"+port+" HTTP/1.1\r\n\r\n")
+			if !strings.Contains(status, " 200") {
+				t.Fatal(status)
+			}
+			got, _ := io.ReadAll(br)
+			if took := time.Since(start); took > 1600*time.Millisecond || len(got) < 5 {
+				t.Errorf("a busy tunnel with a MaxAge of 1s lasted %v and moved %d bytes", took, len(got))
+			}
+		})
 	}
 }
 
