@@ -185,3 +185,31 @@ func TestEgressUnderAMemoryLimit(t *testing.T) {
 		t.Errorf("memory %s: exit %d, ulimit -v %q (stderr %q); want %q", plan.Memory, o.ExitCode, o.Stdout, o.Stderr, want)
 	}
 }
+
+// SOCKS5 through the same forwarder: curl told to use
+// socks5h://127.0.0.1:3128 (the name goes to the proxy) reaches the
+// granted name and is refused another.
+func TestEgressSOCKS5(t *testing.T) {
+	needBwrap(t)
+	curl, err := exec.LookPath("curl")
+	testenv.Require(t, err == nil, "curl: %v", err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rule, _ := egress.ParseRule("api.example.test:" + u.Port())
+	proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}, AllowInternal: true,
+		Resolver: testNames{"api.example.test": "127.0.0.1", "other.example.test": "127.0.0.1"}})
+	script := fmt.Sprintf(`%[1]s -sS -m 5 -x socks5h://%[3]s http://api.example.test:%[2]s/; echo " exit=$?"
+%[1]s -sS -m 5 -x socks5h://%[3]s http://other.example.test:%[2]s/ 2>/dev/null; echo "other exit=$?"`, curl, u.Port(), egress.ListenAddr)
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithSystemPath(true).WithEgress(rule).WithReadOnly(curl), Egress: proxy,
+		Command: []string{"/bin/sh", "-c", script}, Timeout: 20 * time.Second, MaxOutput: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Stdout != "hello exit=0\nother exit=97\n" {
+		t.Errorf("curl over SOCKS5 in the sandbox: exit %d\n%s\nstderr: %s", o.ExitCode, o.Stdout, o.Stderr)
+	}
+	if ev := proxy.Events(); len(ev) != 2 || ev[0].Method != "SOCKS5" || !ev[0].Allowed || ev[1].Allowed {
+		t.Errorf("the proxy's log: %+v", ev)
+	}
+}

@@ -393,7 +393,7 @@ func refuse(status int, format string, args ...any) error {
 }
 
 // serveConn serves the requests of one client connection: one CONNECT
-// tunnel, or plain HTTP requests one after another.
+// tunnel, plain HTTP requests one after another, or one SOCKS5 tunnel.
 func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	// Every read, of a request's head or of its body, waits at most
@@ -402,6 +402,10 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	// there as a tunnel does.
 	until := time.Now().Add(p.cfg.MaxAge)
 	br := bufio.NewReaderSize(&idleReader{c: c, idle: p.cfg.Idle, until: until}, maxHead)
+	if first, err := br.Peek(1); err == nil && first[0] == socksVersion {
+		p.socks(ctx, c, br)
+		return
+	}
 	for {
 		hosts, err := hostHeaders(br)
 		if err != nil {

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/proxy"
 )
 
 // names is a test resolver: every name it knows maps to its addresses;
@@ -734,5 +736,92 @@ func TestLargeBuffersAreBounded(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := len(p.large); n != 0 {
 		t.Errorf("%d large buffers still taken after every tunnel ended", n)
+	}
+}
+
+// SOCKS5 on the same listener: x/net's SOCKS5 client reaches a granted
+// name (sent as a name, resolved by the proxy) and is refused one not
+// granted; addresses, numeric names, commands other than CONNECT and
+// clients without the no-authentication method are refused, each
+// decision logged.
+func TestSOCKS5(t *testing.T) {
+	up := newUpstream(t)
+	port := strconv.Itoa(up.port())
+	res := &names{addrs: map[string][]string{"api.example.test": {"127.0.0.1"}, "other.example.test": {"127.0.0.1"}}}
+	p, sock := serveOn(t, Config{Rules: rules(t, "api.example.test:"+port), Resolver: res, AllowInternal: true}, "tcp")
+	d, err := proxy.SOCKS5("tcp", sock, nil, proxy.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial("tcp", "api.example.test:"+port)
+	if err != nil {
+		t.Fatalf("SOCKS5 to a granted name: %v", err)
+	}
+	br := bufio.NewReader(c)
+	if l, _ := br.ReadString('\n'); l != "hello from upstream\n" {
+		t.Fatalf("through the SOCKS5 tunnel: %q", l)
+	}
+	io.WriteString(c, "ping\n")
+	if l, _ := br.ReadString('\n'); l != "ping\n" {
+		t.Fatalf("echo through the SOCKS5 tunnel: %q", l)
+	}
+	c.Close()
+	if _, err := d.Dial("tcp", "other.example.test:"+port); err == nil {
+		t.Errorf("SOCKS5 reached a name not granted")
+	}
+	// Raw requests: the reply code of each.
+	raw := func(greeting, request []byte) []byte {
+		c, err := net.Dial("tcp", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write(greeting)
+		var ans [2]byte
+		if _, err := io.ReadFull(c, ans[:]); err != nil {
+			return nil
+		}
+		if ans[1] != 0 {
+			return ans[:]
+		}
+		c.Write(request)
+		reply := make([]byte, 10)
+		n, _ := io.ReadFull(c, reply)
+		return reply[:n]
+	}
+	p16 := func(port string) []byte { n, _ := strconv.Atoi(port); return []byte{byte(n >> 8), byte(n)} }
+	name := func(s string) []byte { return append([]byte{5, 1, 0, 3, byte(len(s))}, s...) }
+	for what, c := range map[string]struct {
+		greeting, request []byte
+		code              byte
+	}{
+		"an address not granted":  {[]byte{5, 1, 0}, append([]byte{5, 1, 0, 1, 127, 0, 0, 1}, p16(port)...), socksNotAllowed},
+		"an IPv6 address":         {[]byte{5, 1, 0}, append(append([]byte{5, 1, 0, 4}, net.IPv6loopback...), p16(port)...), socksNotAllowed},
+		"a numeric name":          {[]byte{5, 1, 0}, append(name("127.1"), p16(port)...), socksNotAllowed},
+		"an address as a name":    {[]byte{5, 1, 0}, append(name("127.0.0.1"), p16(port)...), socksNotAllowed},
+		"a name with a NUL":       {[]byte{5, 1, 0}, append(name("api.example.test\x00.evil"), p16(port)...), socksNotAllowed},
+		"a trailing dot":          {[]byte{5, 1, 0}, append(name("api.example.test."), p16(port)...), socksNotAllowed},
+		"another port":            {[]byte{5, 1, 0}, append(name("api.example.test"), 0, 1), socksNotAllowed},
+		"BIND":                    {[]byte{5, 1, 0}, append([]byte{5, 2, 0, 3, 16}, append([]byte("api.example.test"), p16(port)...)...), socksCmdUnsupported},
+		"an unknown address type": {[]byte{5, 1, 0}, []byte{5, 1, 0, 9, 0, 0}, socksAddrUnsupported},
+		"password authentication": {[]byte{5, 1, 2}, nil, socksNoAcceptable},
+	} {
+		got := raw(c.greeting, c.request)
+		if len(got) < 2 || got[1] != c.code {
+			t.Errorf("%s: answered %v, want code %#x", what, got, c.code)
+		}
+	}
+	ev := p.Events()
+	if len(ev) < 2 || !ev[0].Allowed || ev[0].Method != "SOCKS5" || ev[0].Name != "api.example.test" || ev[0].Up != 5 || ev[1].Allowed {
+		t.Errorf("the log: %+v", ev)
+	}
+	for _, e := range ev[1:] {
+		if e.Allowed {
+			t.Errorf("allowed: %+v", e)
+		}
+	}
+	if up.accepted.Load() != 1 {
+		t.Errorf("the upstream was reached %d times, want once", up.accepted.Load())
 	}
 }
