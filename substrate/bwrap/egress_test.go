@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ env | grep -c '^[A-Za-z_]*_[Pp][Rr][Oo][Xx][Yy]='`, curl, port)
 func TestEgressKeepsTheCommandsStatus(t *testing.T) {
 	needBwrap(t)
 	rule, _ := egress.ParseRule("api.example.test")
-	for script, want := range map[string]int{"exit 7": 7, "kill -TERM $$": 143, "true": 0} {
+	for script, want := range map[string]int{"exit 7": 7, "kill -TERM $$": 143, "kill -SEGV $$": 139, "kill -ABRT $$": 134, "true": 0} {
 		proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}})
 		o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule), Egress: proxy,
 			Command: []string{"/bin/sh", "-c", script}, Timeout: 10 * time.Second})
@@ -163,7 +164,8 @@ func TestEgressClientsHonourTheProxyVariables(t *testing.T) {
 // An egress run under a memory limit: where the limit is RLIMIT_AS (no
 // cgroup: an unprivileged user), the forwarder — a Go program, whose
 // runtime reserves more address space at its start than a small limit
-// allows — runs outside it, and the tool gets exactly the limit.
+// allows — runs outside it, and the tool and the sandbox's init get
+// exactly the limit.
 func TestEgressUnderAMemoryLimit(t *testing.T) {
 	needBwrap(t)
 	plan, err := limits.Detect().Plan(limits.Spec{Memory: 256 << 20})
@@ -173,16 +175,31 @@ func TestEgressUnderAMemoryLimit(t *testing.T) {
 	rule, _ := egress.ParseRule("api.example.test")
 	proxy := egress.New(egress.Config{Rules: []egress.Rule{rule}})
 	o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)).WithEgress(rule).WithLimits(plan), Egress: proxy,
-		Command: []string{"/bin/sh", "-c", "ulimit -v; ulimit -H -v"}, Timeout: 10 * time.Second})
+		Command: []string{"/bin/sh", "-c", `ulimit -v; ulimit -H -v; grep "Max address space" /proc/1/limits | tr -s ' ' | cut -d' ' -f4,5`}, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "unlimited\nunlimited\n"
+	// The sandbox's init (bwrap's, dumpable, of the tool's uid: the tool
+	// could make it run its own code) is held to the limit too.
+	want := "unlimited\nunlimited\nunlimited unlimited\n"
 	if plan.Memory == limits.Rlimit {
-		want = "262144\n262144\n"
+		want = "262144\n262144\n268435456 268435456\n"
 	}
 	if o.ExitCode != 0 || o.Stdout != want {
 		t.Errorf("memory %s: exit %d, ulimit -v %q (stderr %q); want %q", plan.Memory, o.ExitCode, o.Stdout, o.Stderr, want)
+	}
+	// A command not found is 127, by name or by path, and a script
+	// without "#!" runs under /bin/sh, as without egress (execvp's way).
+	ws := tempWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "noshebang"), []byte("exit 5\n"), 0o755)
+	for argv, want := range map[string]int{"/nonexistent/x": 127, "no-such-command-here": 127, filepath.Join(ws, "noshebang"): 5} {
+		for _, p := range []limits.Plan{plan, defaultLimits()} {
+			o, err := Run(context.Background(), Spec{Policy: newPolicy(ws).WithEgress(rule).WithLimits(p),
+				Egress: egress.New(egress.Config{Rules: []egress.Rule{rule}}), Command: []string{argv}, Timeout: 10 * time.Second})
+			if err != nil || o.ExitCode != want {
+				t.Errorf("%s (memory %s): exit %d, %v (stderr %q); want %d", argv, p.Memory, o.ExitCode, err, o.Stderr, want)
+			}
+		}
 	}
 }
 

@@ -31,3 +31,8 @@ func kernelAtLeast(major, minor int) bool {
 	}
 	return ma > major || ma == major && mi >= minor
 }
+
+// setAS sets process pid's RLIMIT_AS, soft and hard, to n bytes.
+func setAS(pid int, n uint64) error {
+	return unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: n, Max: n}, nil)
+}

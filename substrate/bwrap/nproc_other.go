@@ -10,3 +10,8 @@ func setNproc(pid int, n uint64) error {
 }
 
 func nprocPerNamespace() bool { return false }
+
+// setAS is Linux's alone, as setNproc is.
+func setAS(pid int, n uint64) error {
+	return errors.New("bwrap: RLIMIT_AS of another process is Linux's")
+}

@@ -202,8 +202,9 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	if err != nil {
 		return nil, err
 	}
+	initKnown := make(chan int, 1) // the sandbox's init, once verified
 	if len(s.Policy.egress) > 0 {
-		stop, err := startEgress(ctx, s, sb)
+		stop, err := startEgress(ctx, s, sb, initKnown)
 		if err != nil {
 			return nil, err
 		}
@@ -307,6 +308,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			s.Logger.Debug("cannot release the sandbox", "err", err)
 		}
 		r.verified, r.initPID = true, rec.ChildPID
+		initKnown <- rec.ChildPID
 		return r, nil
 	case <-time.After(initWait):
 		initFD <- -1
@@ -516,7 +518,7 @@ func (g *Groups) refill(p limits.Plan) {
 // startEgress makes the forwarder's control socket: the sandbox's end for
 // sb's command, the host's served by the spec's proxy until the returned
 // stop, which waits for its connections to close.
-func startEgress(ctx context.Context, s Spec, sb *Sandbox) (func(), error) {
+func startEgress(ctx context.Context, s Spec, sb *Sandbox, initKnown <-chan int) (func(), error) {
 	if s.Egress == nil {
 		return nil, invalid("the policy has egress rules but the spec no proxy (Spec.Egress)")
 	}
@@ -536,9 +538,42 @@ func startEgress(ctx context.Context, s Spec, sb *Sandbox) (func(), error) {
 	sb.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
+	ctl := conn.(*net.UnixConn)
 	go func() {
 		defer close(done)
-		s.Egress.ServeControl(ctx, conn.(*net.UnixConn))
+		if as := s.Policy.toolAS(); as > 0 {
+			if err := limitInit(ctx, ctl, as, initKnown); err != nil {
+				s.Logger.Debug("the sandbox's init was not limited: the tool does not start", "err", err)
+				ctl.Close()
+				return
+			}
+		}
+		s.Egress.ServeControl(ctx, ctl)
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// limitInit answers the forwarder of a run whose tool gets an
+// address-space limit the forwarder has not (see [egress.Forwarder]):
+// once the forwarder says it runs, the sandbox's init — bwrap's, of the
+// tool's uid and dumpable, whose memory the tool could write and run its
+// own code in — gets the limit too, and only then may the tool start.
+func limitInit(ctx context.Context, ctl *net.UnixConn, as uint64, initKnown <-chan int) error {
+	stop := context.AfterFunc(ctx, func() { ctl.SetReadDeadline(time.Now()) })
+	defer stop()
+	var b [1]byte
+	if n, err := ctl.Read(b[:]); err != nil || n != 1 || b[0] != egress.LimitReady {
+		return fmt.Errorf("no word from the forwarder: %v", err)
+	}
+	var pid int
+	select {
+	case pid = <-initKnown:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := setAS(pid, as); err != nil {
+		return fmt.Errorf("cannot set RLIMIT_AS=%d on the sandbox's init (process %d): %w", as, pid, err)
+	}
+	_, err := ctl.Write([]byte{egress.LimitReady})
+	return err
 }

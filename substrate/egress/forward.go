@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,20 +47,29 @@ const LimitArg = "__cordon-egress-limit"
 
 // Forwarder returns the command line that runs argv under the forwarder:
 // prog (this binary, as the sandbox sees it) listens on [ListenAddr],
-// then runs argv as its child and exits as the child did. With as > 0,
-// the child is prog again, which sets RLIMIT_AS to as bytes (soft and
-// hard) and executes argv: the tool gets the address-space limit, and the
-// forwarder, a Go program that reserves more than a small limit allows
-// at its start, runs outside it. Each connection
+// then runs argv as its child and exits as the child did. Each connection
 // it accepts goes to the proxy, its descriptor sent over the control
 // socket at descriptor fd (SCM_RIGHTS). The forwarder decides nothing and
 // copies nothing: the proxy on the host does both.
+//
+// With as > 0 the tool gets an address-space limit of as bytes that the
+// forwarder — a Go program, which reserves more at its start than a small
+// limit allows — has not: the forwarder first sends [LimitReady] on the
+// control socket and waits for the host to answer it, having set the
+// limit on the sandbox's init (which the tool could otherwise make run
+// its code, outside the limit), then runs its child through prog again,
+// which sets RLIMIT_AS (soft and hard) and executes argv.
 func Forwarder(prog string, fd int, as uint64, argv []string) []string {
-	if as > 0 {
-		argv = append([]string{prog, LimitArg, strconv.FormatUint(as, 10), "--"}, argv...)
-	}
-	return append([]string{prog, ForwardArg, strconv.Itoa(fd), ListenAddr, "--"}, argv...)
+	return append([]string{prog, ForwardArg, strconv.Itoa(fd), ListenAddr, strconv.FormatUint(as, 10), "--"}, argv...)
 }
+
+// limitWait bounds how long the forwarder waits for the host's answer.
+const limitWait = 30 * time.Second
+
+// LimitReady is the byte the forwarder sends on the control socket, and
+// the host answers, before the tool of a run with an address-space limit
+// starts (see [Forwarder]).
+const LimitReady = 'L'
 
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == ForwardArg {
@@ -85,7 +96,7 @@ func limitMain(args []string) int {
 	path, err := exec.LookPath(args[2])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[2], err)
-		if errors.Is(err, exec.ErrNotFound) || os.IsNotExist(err) {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return 127
 		}
 		return 126
@@ -95,6 +106,10 @@ func limitMain(args []string) int {
 		return 126
 	}
 	err = syscall.Exec(path, args[2:], os.Environ())
+	if errors.Is(err, syscall.ENOEXEC) {
+		// A script without "#!", as execvp(3) runs it.
+		err = syscall.Exec("/bin/sh", append([]string{"/bin/sh", path}, args[3:]...), os.Environ())
+	}
 	fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[2], err)
 	return 126
 }
@@ -104,8 +119,12 @@ func forwardMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon egress forwarder: "+format+"\n", a...)
 		return 126
 	}
-	if len(args) < 4 || args[2] != "--" {
-		return fail("usage: %s FD ADDR -- CMD ARGS...", ForwardArg)
+	if len(args) < 5 || args[3] != "--" {
+		return fail("usage: %s FD ADDR AS -- CMD ARGS...", ForwardArg)
+	}
+	as, err := strconv.ParseUint(args[2], 10, 64)
+	if err != nil {
+		return fail("bad address-space limit %q", args[2])
 	}
 	fd, err := strconv.Atoi(args[0])
 	if err != nil || fd < 3 {
@@ -131,6 +150,25 @@ func forwardMain(args []string) int {
 	if err != nil {
 		return fail("listening on %s: %v", args[1], err)
 	}
+	argv := args[4:]
+	if as > 0 {
+		// The host limits the sandbox's init, then answers; the tool
+		// starts only then, under the limit itself.
+		if _, err := ctl.Write([]byte{LimitReady}); err != nil {
+			return fail("asking the host to limit the sandbox's init: %v", err)
+		}
+		ctl.SetReadDeadline(time.Now().Add(limitWait))
+		var ack [1]byte
+		if n, err := ctl.Read(ack[:]); err != nil || n != 1 || ack[0] != LimitReady {
+			return fail("the host did not confirm the address-space limit of the sandbox's init (%v): the tool does not start", err)
+		}
+		ctl.SetReadDeadline(time.Time{})
+		self, err := os.Executable()
+		if err != nil {
+			return fail("cannot find this program: %v", err)
+		}
+		argv = append([]string{self, LimitArg, args[2], "--"}, argv...)
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -140,13 +178,21 @@ func forwardMain(args []string) int {
 			go forwardOne(ctl, c)
 		}
 	}()
-	cmd := exec.Command(args[3], args[4:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[3], err)
-		if os.IsNotExist(err) || isNotFound(err) {
+	err = cmd.Start()
+	if errors.Is(err, syscall.ENOEXEC) {
+		// A script without "#!": /bin/sh runs it, as execvp(3) — and so
+		// bwrap, without egress — does.
+		cmd = exec.Command("/bin/sh", append([]string{cmd.Path}, argv[1:]...)...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		err = cmd.Start()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", argv[0], err)
+		if errors.Is(err, fs.ErrNotExist) || isNotFound(err) {
 			return 127
 		}
 		return 126
@@ -160,9 +206,7 @@ func forwardMain(args []string) int {
 	st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if st.Signaled() {
 		// Die of the same signal, so that the status is the command's.
-		signal.Reset(st.Signal())
-		syscall.Kill(os.Getpid(), st.Signal())
-		select {}
+		dieOf(st.Signal())
 	}
 	if err != nil && cmd.ProcessState == nil {
 		return 126

@@ -77,7 +77,7 @@ func (p *Proxy) socks(ctx context.Context, c net.Conn, br *bufio.Reader) {
 		if errors.As(err, &r) {
 			ev.Reason = r.reason
 			p.record(ev)
-			socksReply(c, socksAddrUnsupported)
+			p.socksReply(c, socksAddrUnsupported)
 		}
 		return
 	}
@@ -85,27 +85,27 @@ func (p *Proxy) socks(ctx context.Context, c net.Conn, br *bufio.Reader) {
 	if req[1] != socksConnect {
 		ev.Reason = "SOCKS5 command " + strconv.Itoa(int(req[1])) + ": only CONNECT is served"
 		p.record(ev)
-		socksReply(c, socksCmdUnsupported)
+		p.socksReply(c, socksCmdUnsupported)
 		return
 	}
 	if port == 0 {
 		ev.Reason = "port 0"
 		p.record(ev)
-		socksReply(c, socksNotAllowed)
+		p.socksReply(c, socksNotAllowed)
 		return
 	}
 	addrs, rule, err := p.decide(ctx, host, int(port))
 	if err != nil {
 		ev.Reason = err.Error()
 		p.record(ev)
-		socksReply(c, socksNotAllowed)
+		p.socksReply(c, socksNotAllowed)
 		return
 	}
 	up, a, err := p.dial(ctx, addrs, int(port))
 	if err != nil {
 		ev.Reason = err.Error()
 		p.record(ev)
-		socksReply(c, socksHostUnreachable)
+		p.socksReply(c, socksHostUnreachable)
 		return
 	}
 	defer up.Close()
@@ -115,7 +115,7 @@ func (p *Proxy) socks(ctx context.Context, c net.Conn, br *bufio.Reader) {
 	defer p.untrack(up)
 	ev.Allowed, ev.Addr, ev.Reason = true, netip.AddrPortFrom(a, port).String(), "allowed by "+rule.String()
 	i := p.record(ev)
-	if !socksReply(c, socksSucceeded) {
+	if !p.socksReply(c, socksSucceeded) {
 		return
 	}
 	upBytes, downBytes := p.splice(c, br, up)
@@ -153,9 +153,10 @@ func socksAddr(br *bufio.Reader, typ byte) (string, error) {
 	return "", refuse(http.StatusBadRequest, "SOCKS5 address type %d", typ)
 }
 
-// socksReply answers the request with code and a zero bound address; it
-// reports whether the reply went.
-func socksReply(c net.Conn, code byte) bool {
+// socksReply answers the request with code and a zero bound address,
+// waiting at most Idle; it reports whether the reply went.
+func (p *Proxy) socksReply(c net.Conn, code byte) bool {
+	c.SetWriteDeadline(time.Now().Add(p.cfg.Idle))
 	_, err := c.Write([]byte{socksVersion, code, 0, socksIPv4, 0, 0, 0, 0, 0, 0})
 	return err == nil
 }
