@@ -291,9 +291,13 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 	}
 	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
 	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 2; echo alive > `+marker+`","timeout_seconds":30}}}`+"\n")
+	// The call's, and the pool's waiting sandboxes (on a loaded host, under
+	// the race detector, they can take more than half a second to come).
 	time.Sleep(500 * time.Millisecond)
-	if len(processesIn(ws)) == 0 { // the call's, and the pool's waiting sandboxes
-		t.Fatal("no process of the server's sandboxes runs in the workspace")
+	for deadline := time.Now().Add(10 * time.Second); len(processesIn(ws)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no process of the server's sandboxes runs in the workspace after 10s")
+		}
 	}
 	start := time.Now()
 	stdin.Close()

@@ -163,10 +163,10 @@ func Key(workspace string) string {
 }
 
 // checkWait is how long a look at another workspace's lock retries:
-// others take it exclusively only for an instant, to look too. Where the
-// kernel's table of locks shows that only such looks hold it (many runs
-// starting at once), the look goes on for up to contendedWait instead of
-// reporting a run that is not there.
+// others take it exclusively only for an instant, to look too. Unless the
+// kernel's table of locks shows a run's shared lock ([runMayHold]), the
+// look goes on for up to contendedWait instead of reporting a run that is
+// not there.
 const (
 	checkWait     = 50 * time.Millisecond
 	contendedWait = 2 * time.Second
@@ -179,7 +179,7 @@ func lockedAbove(workspace string) string {
 		if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			f := os.NewFile(uintptr(fd), dir)
 			err := flock(f, unix.LOCK_EX, checkWait)
-			if err != nil && onlyLooks(f) {
+			if err != nil && !runMayHold(f) {
 				err = flock(f, unix.LOCK_EX, contendedWait)
 			}
 			f.Close()
@@ -200,18 +200,23 @@ type lockID struct {
 	ino          uint64
 }
 
-// onlyLooks reports whether the kernel's table of locks shows f's flock
-// held exclusively and by no run (a run holds it shared): other looks.
-// Where the table cannot be read, or shows nothing of f (its holder is
-// in a PID namespace this process cannot see), the answer is no, and the
-// look reports a run: the safe side.
-func onlyLooks(f *os.File) bool {
+// runMayHold reports whether a run may be what holds f's flock: the
+// kernel's table of locks shows it held shared (a run holds its workspace
+// shared, a look exclusively), or the table cannot be read. A table that
+// shows f held exclusively is other looks (many runs starting at once);
+// one that shows nothing of f was read in the instant between two looks,
+// or its holder is in a PID namespace this process cannot see. In both
+// the look goes on for longer instead of reporting a run that may not be
+// there: it passes only by taking the lock, which no run then holds, so
+// looking longer costs time (contendedWait, when a run that cannot be
+// seen does hold it), never safety.
+func runMayHold(f *os.File) bool {
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil {
-		return false
+		return true
 	}
-	shared, exclusive, ok := flocksOf(lockID{unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino})
-	return ok && exclusive && !shared
+	shared, _, ok := flocksOf(lockID{unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino})
+	return !ok || shared
 }
 
 // ensured remembers, for the life of the process, the state directories
