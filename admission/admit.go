@@ -635,7 +635,7 @@ func checkEvidence(ctx context.Context, a *Admitter, s *state) bool {
 			}
 		}
 	}
-	proof, err := a.cfg.Prover.Prove(ctx, ids)
+	proof, err := a.cfg.Prover.Prove(ctx, s.enforcer.Name(), ids)
 	if err != nil {
 		s.refuse(Reason{Check: "evidence", Err: ErrCapabilityRefused,
 			Blocked: "cannot find or make the evidence that the mechanisms work on this host: " + err.Error(),

@@ -163,3 +163,28 @@ func TestNoProverSaysSo(t *testing.T) {
 		t.Fatalf("a grant made without a prover:\n%s", adm.Grant)
 	}
 }
+
+// TestGrantCitesItsOwnSubstratesProbes: a mechanism that several
+// substrates share (the process layer's deadline) is proved for a bwrap
+// tool by bwrap's probes alone: a bwrap grant cites no landlock or oci
+// receipt, and so no failure of another substrate's probe (a host without
+// Landlock) can refuse it.
+func TestGrantCitesItsOwnSubstratesProbes(t *testing.T) {
+	n := requireBwrap(t)
+	ws := t.TempDir()
+	p, _ := proverFor(t, ws, "")
+	adm, err := admitWith(t, ws, n, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, cites := range adm.Grant.Evidence {
+		for _, cit := range cites {
+			if !strings.HasPrefix(cit.Probe, "bwrap/") {
+				t.Errorf("%s of a bwrap grant cites %s", c, cit.Probe)
+			}
+		}
+	}
+	if len(adm.Grant.Evidence["time:5s"]) == 0 {
+		t.Error("time:5s cites no receipt")
+	}
+}

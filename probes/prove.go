@@ -82,10 +82,17 @@ func (p *Prover) Host(ctx context.Context) (evidence.Host, evidence.Binary, erro
 	return p.facts(ctx)
 }
 
-// Prove returns what the receipts say of mechanisms ("<substrate>/<name>"),
-// running first every probe they need whose receipt is missing, stale, or
-// a failure (a failure is tried again: it may have passed since).
-func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error) {
+// Prove returns what the receipts say of mechanisms ("<substrate>/<name>")
+// as the substrate sub applies them, running first every probe they need
+// whose receipt is missing, stale, or a failure (a failure is tried again:
+// it may have passed since). A mechanism several substrates share (the
+// process layer's deadline, "proc/deadline") is proved by sub's own
+// probes where sub has some: another substrate's probe then neither proves
+// it for sub nor, when that substrate is missing here, disproves it. A
+// mechanism sub has no probe of (the file guard's, for a WebAssembly
+// tool) is proved by the probes that prove it. An empty sub takes every
+// substrate's probes.
+func (p *Prover) Prove(ctx context.Context, sub string, mechanisms []string) (*Proof, error) {
 	host, bin, err := p.facts(ctx)
 	if err != nil {
 		return nil, err
@@ -94,7 +101,7 @@ func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error)
 	needed := map[string]Probe{}
 	var order []string
 	for _, m := range mechanisms {
-		ps := Proving(m)
+		ps := provingOn(m, sub)
 		if len(ps) == 0 {
 			if !slices.Contains(proof.Unproved, m) {
 				proof.Unproved = append(proof.Unproved, m)
@@ -142,7 +149,7 @@ func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error)
 	}
 	subs := map[string]bool{}
 	for _, m := range mechanisms {
-		for _, pr := range Proving(m) {
+		for _, pr := range provingOn(m, sub) {
 			subs[pr.Substrate] = true
 			o := outcomes[pr.Name]
 			if o.fail != nil {
@@ -162,6 +169,23 @@ func (p *Prover) Prove(ctx context.Context, mechanisms []string) (*Proof, error)
 	}
 	slices.Sort(proof.Degraded)
 	return proof, nil
+}
+
+// provingOn returns the probes that prove mechanism m for substrate sub:
+// sub's own where it has some, else every probe of m (the file guard's,
+// say, which a WebAssembly tool's grant relies on; "" takes every probe).
+func provingOn(m, sub string) []Probe {
+	all := Proving(m)
+	var own []Probe
+	for _, pr := range all {
+		if pr.Substrate == sub {
+			own = append(own, pr)
+		}
+	}
+	if len(own) == 0 {
+		return all
+	}
+	return own
 }
 
 // Record appends the receipt of one probe's result to the log.
