@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,4 +107,25 @@ func (l lyingFiles) WriteFile(name string, data []byte) error {
 	err := l.wsFiles.WriteFile(name, data)
 	_ = unguarded(l.dir).WriteFile(name, data)
 	return err
+}
+
+// TestProvingOn: a mechanism two substrates share is proved for each by
+// its own probe alone; one a substrate has no probe of (the file guard's,
+// for a WebAssembly grant) by every probe that proves it.
+func TestProvingOn(t *testing.T) {
+	for _, c := range []struct{ mech, sub, want string }{
+		{"proc/deadline", "bwrap", "bwrap/deadline"},
+		{"proc/deadline", "landlock", "landlock/deadline"},
+		{"proc/deadline", "", "bwrap/deadline landlock/deadline"},
+		{wsMechBeneath, "wasm", "workspace/symlink-escape"},
+	} {
+		var got []string
+		for _, p := range provingOn(c.mech, c.sub) {
+			got = append(got, p.Name)
+		}
+		slices.Sort(got)
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("provingOn(%s, %q) = %v, want %s", c.mech, c.sub, got, c.want)
+		}
+	}
 }

@@ -1116,3 +1116,32 @@ func TestTrustedStateIsHidden(t *testing.T) {
 		}
 	})
 }
+
+// TestTheSandboxsInitHasWhatTheToolHas: bubblewrap's PID 1 runs as the
+// tool's user and is dumpable, so a tool can run code in it (through
+// /proc/1/mem). That gains nothing but the run's exit status only while
+// the init has no more than the tool: the same seccomp filters, no
+// capabilities, the same no_new_privs, rlimits and namespaces.
+func TestTheSandboxsInitHasWhatTheToolHas(t *testing.T) {
+	needBwrap(t)
+	ws := workspace(t, base(t))
+	const fields = `'^(Uid|Gid|Seccomp|Seccomp_filters|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):'`
+	script := `grep -E ` + fields + ` /proc/1/status; cat /proc/1/limits; for n in /proc/1/ns/*; do readlink $n; done; echo ---; ` +
+		`grep -E ` + fields + ` /proc/$$/status; cat /proc/$$/limits; for n in /proc/$$/ns/*; do readlink $n; done`
+	res := run(t, newPolicy(ws), script)
+	if res.ExitCode != 0 {
+		t.Fatalf("%v: %s", res, res.Stderr)
+	}
+	init, tool, ok := strings.Cut(res.Stdout, "---\n")
+	if !ok {
+		t.Fatalf("no separator in %q", res.Stdout)
+	}
+	if init != tool {
+		t.Errorf("the sandbox's init differs from the tool:\ninit:\n%s\ntool:\n%s", init, tool)
+	}
+	for _, want := range []string{"Seccomp:\t2", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(init, want) {
+			t.Errorf("the sandbox's init lacks %q:\n%s", want, init)
+		}
+	}
+}
