@@ -290,7 +290,12 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 		t.Fatalf("initialize: %q", line)
 	}
 	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 2; echo alive > `+marker+`","timeout_seconds":30}}}`+"\n")
+	// The command writes its marker 5s after it starts, unless it dies with
+	// its client; the marker is looked for 6s after the call was sent, so
+	// a server slow to start the call or to end on a loaded host does not
+	// let the command write it before it is killed.
+	called := time.Now()
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 5; echo alive > `+marker+`","timeout_seconds":30}}}`+"\n")
 	// The call's, and the pool's waiting sandboxes (on a loaded host, under
 	// the race detector, they can take more than half a second to come).
 	time.Sleep(500 * time.Millisecond)
@@ -312,7 +317,7 @@ func TestMCPServerSurvivesBadInput(t *testing.T) {
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Errorf("the server took %v to end after its client went", d)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(time.Until(called.Add(6 * time.Second)))
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the call's command outlived its client")
 	}
