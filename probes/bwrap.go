@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -431,7 +432,11 @@ func probeDeadline(ctx context.Context, e *Env) (string, bool, error) {
 	// A sleep of a length no other process uses: how it is found on the
 	// host afterwards.
 	marker := fmt.Sprintf("7%d.%d", int(rnd[0])%90+10, int(rnd[1])<<16|int(rnd[2])<<8|int(rnd[3]))
-	script := fmt.Sprintf(`trap '' TERM
+	// The script says first when it started: the deadline counts from
+	// the command's release, not from the setting up before it, which
+	// under load can take seconds.
+	script := fmt.Sprintf(`date +%%s%%N
+trap '' TERM
 ( trap '' TERM; setsid sh -c "trap '' TERM; exec sleep %[1]s" & )
 ( trap '' TERM; sleep %[1]s & )
 exec sleep %[1]s`, marker)
@@ -441,6 +446,11 @@ exec sleep %[1]s`, marker)
 		s.Timeout, s.Grace = limit, grace
 	})
 	took := time.Since(start)
+	if line, _, _ := strings.Cut(o.Stdout, "\n"); err == nil {
+		if ns, perr := strconv.ParseInt(line, 10, 64); perr == nil && ns > start.UnixNano() {
+			took = time.Since(time.Unix(0, ns))
+		}
+	}
 	// Looked for also when the run is refused: a bwrap that ignores its
 	// options has run the script before anyone could check it, and a
 	// setsid child may execute its sleep a moment after the run.
@@ -468,9 +478,9 @@ exec sleep %[1]s`, marker)
 	case !o.TimedOut:
 		return fmt.Sprintf("the run ended without its deadline (exit %d) after %v", o.ExitCode, took.Round(time.Millisecond)), false, nil
 	case took > limit+grace+2*time.Second:
-		return fmt.Sprintf("the run stopped %v after a %v deadline", took.Round(time.Millisecond), limit), false, nil
+		return fmt.Sprintf("the run stopped %v after its command started, against a %v deadline", took.Round(time.Millisecond), limit), false, nil
 	}
-	return fmt.Sprintf("stopped after %v (deadline %v, %s); no process of the tree left on the host",
+	return fmt.Sprintf("stopped %v after its command started (deadline %v, %s); no process of the tree left on the host",
 		took.Round(time.Millisecond), limit, o.Signal), true, nil
 }
 

@@ -92,6 +92,8 @@ type Session struct {
 	ended    bool
 	reusable []string // directories to use again, listed at the first use
 	listed   bool
+
+	abandoned []string // the IDs of the records of runs gone without ending that Begin removed
 }
 
 // maxReuse bounds a workspace's reuse directory; beyond it, placeholders
@@ -121,6 +123,22 @@ var ErrNested = errors.New("runs of nested workspaces cannot overlap")
 // enclosing or a nested workspace is going on. End the session when the
 // sandbox is gone.
 func Begin(stateDir, workspace string) (*Session, error) {
+	return BeginAs(stateDir, workspace, NewID())
+}
+
+// NewID returns a new random session ID, for [BeginAs].
+func NewID() string {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	return hex.EncodeToString(rnd[:])
+}
+
+// BeginAs is [Begin] with the session's ID ([Session.ID]) given, from
+// [NewID]: what the run starts before its session exists can carry it.
+func BeginAs(stateDir, workspace, id string) (*Session, error) {
+	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("placeholder: %q is not a session ID", id)
+	}
 	dirs, err := ensureDirs(stateDir, Key(workspace))
 	if err != nil {
 		return nil, err
@@ -135,7 +153,7 @@ func Begin(stateDir, workspace string) (*Session, error) {
 	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
-	if s.active, s.recordAt, err = record(active, workspace); err != nil {
+	if s.active, s.recordAt, err = record(active, workspace, id); err != nil {
 		s.release()
 		return nil, fmt.Errorf("cannot record the run in %s: %w", active, err)
 	}
@@ -149,7 +167,9 @@ func Begin(stateDir, workspace string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, outer)
 	}
-	if nested := runningInside(active, s.recordAt, workspace); nested != "" {
+	nested, gone := runningInside(active, s.recordAt, workspace)
+	s.abandoned = gone
+	if nested != "" {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
 	}
@@ -271,10 +291,7 @@ const maxRecord = 8 << 10
 // returns it, held locked for as long as the run lasts. It is made under
 // a temporary name and locked before it is renamed into place, so that no
 // one sees it unlocked.
-func record(dir, workspace string) (*os.File, string, error) {
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	name := hex.EncodeToString(rnd[:])
+func record(dir, workspace, name string) (*os.File, string, error) {
 	tmp, path := filepath.Join(dir, ".t-"+name), filepath.Join(dir, "r-"+name)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -299,20 +316,22 @@ func record(dir, workspace string) (*os.File, string, error) {
 // (applying a disposable root).
 func Running(stateDir, workspace string) string {
 	active := filepath.Join(stateDir, "runs", "active")
-	return runningWithin(active, "", workspace, true)
+	ws, _ := runningWithin(active, "", workspace, true)
+	return ws
 }
 
 // runningInside returns a workspace strictly inside workspace that a run
 // recorded in the registry dir (other than self) is going on in, or "".
-// Records whose run is gone (their lock is free) are removed.
-func runningInside(dir, self, workspace string) string {
+// Records whose run is gone (their lock is free) are removed; gone lists
+// their IDs.
+func runningInside(dir, self, workspace string) (ws string, gone []string) {
 	return runningWithin(dir, self, workspace, false)
 }
 
-func runningWithin(dir, self, workspace string, orAt bool) string {
+func runningWithin(dir, self, workspace string, orAt bool) (_ string, gone []string) {
 	names, err := readNames(dir)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	for _, n := range names {
 		if !strings.HasPrefix(n, "r-") || n == filepath.Base(self) {
@@ -325,17 +344,30 @@ func runningWithin(dir, self, workspace string, orAt bool) string {
 		}
 		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			os.Remove(p) // its run is gone
+			// Its run is gone. A session ended removes its record: this
+			// one's process died during its run.
+			os.Remove(p)
 			f.Close()
+			gone = append(gone, strings.TrimPrefix(n, "r-"))
 			continue
 		}
 		f.Close()
 		if ws := string(data); ws == workspace && orAt || ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
-			return ws
+			return ws, gone
 		}
 	}
-	return ""
+	return "", gone
 }
+
+// Abandoned returns the IDs ([Session.ID]) of the records Begin found, and
+// removed, of runs whose process died before it ended their session: runs
+// killed, whose sandboxes may outlive them.
+func (s *Session) Abandoned() []string { return s.abandoned }
+
+// ID names the session's run among the runs of its state directory: a
+// random name, which a run can give what it starts, for a later run to
+// tell what a killed one left ([Session.Abandoned]).
+func (s *Session) ID() string { return strings.TrimPrefix(filepath.Base(s.recordAt), "r-") }
 
 // release lets go of every lock the session holds, and of its record.
 func (s *Session) release() {

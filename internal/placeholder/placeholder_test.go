@@ -34,8 +34,8 @@ func TestMain(m *testing.M) {
 
 // helperMain begins a session of CORDON_PLACEHOLDER_WS, creates the
 // directory placeholder "d" and the file placeholder "d/f" in it, says
-// "ready" and waits, holding the session, until it is killed (or, at the
-// latest, a minute has passed).
+// "ready" and its session's ID, and waits, holding the session, until it
+// is killed (or, at the latest, a minute has passed).
 func helperMain() int {
 	ws := os.Getenv("CORDON_PLACEHOLDER_WS")
 	s, err := placeholder.Begin(os.Getenv("CORDON_PLACEHOLDER_STATE"), ws)
@@ -49,7 +49,7 @@ func helperMain() int {
 		fmt.Println("error:", err)
 		return 1
 	}
-	fmt.Println("ready")
+	fmt.Println("ready", s.ID())
 	time.Sleep(time.Minute)
 	return 0
 }
@@ -495,13 +495,18 @@ func TestKilledSession(t *testing.T) {
 			cmd.Wait()
 		}
 	})
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	helperID, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ready ")
+	if !ok || helperID == "" {
 		t.Fatalf("helper: %q", line)
 	}
 
 	// While the helper's session is alive, a run that ends leaves its
-	// placeholders.
+	// placeholders; its record is a run going on, not one abandoned.
 	s := begin(t, top)
+	if ids := s.Abandoned(); ids != nil {
+		t.Errorf("a run going on was taken for one abandoned: %q", ids)
+	}
 	end(t, s)
 	if got := describe(t, f); got != `file ""` {
 		t.Fatalf("a run ended while the helper still held the workspace, and its placeholder is %s", got)
@@ -519,9 +524,19 @@ func TestKilledSession(t *testing.T) {
 		t.Fatalf("the killed run left manifests %q, want one", ms)
 	}
 
-	// The next run to end last cleans up what the killed one left.
+	// The next run to end last cleans up what the killed one left; it
+	// says it found a run that died before it ended (whose sandbox may
+	// outlive it), and the run after it does not.
 	s = begin(t, top)
+	if ids := s.Abandoned(); len(ids) != 1 || ids[0] != helperID || ids[0] == s.ID() {
+		t.Errorf("the run after a killed one found abandoned %q, want the killed one's %q", ids, helperID)
+	}
 	end(t, s)
+	if s := begin(t, top); s.Abandoned() != nil {
+		t.Errorf("a run found %q abandoned where every run before it ended", s.Abandoned())
+	} else {
+		end(t, s)
+	}
 	for _, p := range []string{f, d} {
 		if got := describe(t, p); got != "absent" {
 			t.Errorf("the killed run's placeholder %s is %s after the next run ended", p, got)

@@ -205,7 +205,7 @@ func TestArgsOrderAndEnvironment(t *testing.T) {
 		{"--remount-ro", "/run"},
 		{"--remount-ro", "/dev"},
 		{"--chdir", ws},
-		{"--block-fd", "3", "--json-status-fd", "4", "--seccomp", "6", "--", "--bind", "/", "/x"},
+		{"--block-fd", "3", "--sync-fd", "7", "--json-status-fd", "4", "--seccomp", "6", "--", "--bind", "/", "/x"},
 	}
 	last := -1
 	for _, seq := range order {

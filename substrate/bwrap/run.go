@@ -160,6 +160,11 @@ func (r *running) end() {
 	}
 }
 
+// releaseHook, set by tests alone, runs just before (false) and just
+// after (true) a run's sandbox is released: a test process kills itself
+// there to stand for a cordon killed at that instant.
+var releaseHook func(released bool)
+
 // launch starts bwrap for the spec and returns once the command is let
 // start: bwrap has set the sandbox up, and its init is verified and
 // released. built is the spec's sandbox already built (nil: it is built
@@ -304,8 +309,14 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			break
 		}
 		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
+		if releaseHook != nil {
+			releaseHook(false)
+		}
 		if err := sb.release(); err != nil {
 			s.Logger.Debug("cannot release the sandbox", "err", err)
+		}
+		if releaseHook != nil {
+			releaseHook(true)
 		}
 		r.verified, r.initPID = true, rec.ChildPID
 		initKnown <- rec.ChildPID

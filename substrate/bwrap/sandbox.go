@@ -33,6 +33,8 @@ type Sandbox struct {
 	args      []string           // bwrap's options, up to and excluding "--"
 	env       []string
 	session   *placeholder.Session
+	idOnce    sync.Once
+	id        string // the run's placeholder session's, known before the session begins
 
 	mu      sync.Mutex
 	bin     string
@@ -288,7 +290,7 @@ func (s *Sandbox) begin() error {
 			return &Error{Op: "start", Path: h, Root: ws, Err: ErrProtectedPath, detail: "a symlink or not a directory"}
 		}
 	}
-	sess, err := placeholder.Begin(p.harness.StateDir(), ws)
+	sess, err := placeholder.BeginAs(p.harness.StateDir(), ws, s.runID())
 	if errors.Is(err, placeholder.ErrNested) {
 		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err,
 			detail: err.Error() + ", and the commands of the enclosing one could change the nested one while its sandbox is set up; run one at a time"}
@@ -297,6 +299,11 @@ func (s *Sandbox) begin() error {
 		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	s.session = sess
+	if ids := sess.Abandoned(); ids != nil {
+		// Runs of this user's died before they ended: what their
+		// sandboxes left may still be there.
+		sweepOrphansSoon(ids)
+	}
 	return nil
 }
 
@@ -497,7 +504,7 @@ func lookupEnv(environ []string, name string) (string, bool) {
 	return substrate.LookupEnv(environ, name)
 }
 
-// The descriptors of bwrap's side channels: the first three of
+// The descriptors of bwrap's side channels: the first of
 // exec.Cmd.ExtraFiles. bwrap reads its options and the command from
 // argsFD (--args), blocks on blockFD before it starts the command
 // (--block-fd), and reports the sandbox's init and the command's exit on
@@ -507,10 +514,21 @@ const (
 	statusFD  = 4
 	argsFD    = 5
 	seccompFD = 6
+	// holdFD is the writing end of blockFD's pipe, which bwrap keeps as
+	// its --sync-fd: in the sandbox's init, and in the command's process
+	// until just before it executes the command. While bwrap waits on
+	// blockFD, the pipe so has a writer that is not this process: should
+	// this process die before it releases the sandbox, bwrap's read does
+	// not end (it would at end of file, and bwrap goes on whatever its
+	// read returns) and the command never starts. Without it a cordon
+	// killed during the setup let the sandbox go on, unsupervised, its
+	// bwrap parent killed with cordon before the init had bound its life
+	// to it (--die-with-parent comes after blockFD in bwrap).
+	holdFD = 7
 	// scriptFD is where a sandbox made ahead by a [Pool] gets its script:
 	// the waiting command reads it with shell builtins and closes it
 	// before it executes the script (see trampoline).
-	scriptFD = 7
+	scriptFD = 8
 )
 
 // filters holds the seccomp program of each policy, made once.
@@ -549,8 +567,8 @@ func (s *Sandbox) Args(argv []string) []string {
 }
 
 func (s *Sandbox) sideArgs() []string {
-	return append(slices.Clone(s.args), "--block-fd", strconv.Itoa(blockFD), "--json-status-fd", strconv.Itoa(statusFD),
-		"--seccomp", strconv.Itoa(seccompFD))
+	return append(slices.Clone(s.args), "--block-fd", strconv.Itoa(blockFD), "--sync-fd", strconv.Itoa(holdFD),
+		"--json-status-fd", strconv.Itoa(statusFD), "--seccomp", strconv.Itoa(seccompFD))
 }
 
 // Options returns bwrap's options alone, up to and excluding "--": the
@@ -684,7 +702,7 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 	s.scriptR = script
 	s.status = make(chan statusRecord, 2)
 	go s.readStatus(sr)
-	extra := []*os.File{br, sw, args, filter} // blockFD, statusFD, argsFD, seccompFD
+	extra := []*os.File{br, sw, args, filter, bw} // blockFD, statusFD, argsFD, seccompFD, holdFD
 	if script != nil {
 		extra = append(extra, script) // scriptFD
 	}
@@ -699,7 +717,7 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 	}
 	return &exec.Cmd{
 		Path: bin,
-		Args: append([]string{"bwrap", "--args", strconv.Itoa(argsFD), "--"}, argv...),
+		Args: append([]string{argv0(s.runID()), "--args", strconv.Itoa(argsFD), "--"}, argv...),
 		Env:  s.Env(),
 		// The workspace, where the command may write anyway: a bwrap
 		// that ignored its --chdir (or every flag) would otherwise run
@@ -708,6 +726,21 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 		ExtraFiles: extra,
 	}, nil
 }
+
+// runID is the ID of the run's placeholder session: bwrap starts under a
+// name that carries it ([argv0]) before the session begins.
+func (s *Sandbox) runID() string {
+	s.idOnce.Do(func() { s.id = placeholder.NewID() })
+	return s.id
+}
+
+// argv0 is the program name bwrap runs under in a run whose placeholder
+// session is id: what of the sandbox a killed cordon left still carries it
+// in its command line (bwrap and its forks, the sandbox's init, execute
+// nothing else), for a later run to end ([sweepOrphans]). bwrap itself
+// uses the name in its usage text alone. A random name, it tells the
+// command, which sees its init's command line, nothing.
+func argv0(id string) string { return "bwrap-run-" + id }
 
 // sendArgs writes bwrap's options, NUL-separated, on its --args pipe and
 // closes it: bwrap reads them to the end before it does anything.

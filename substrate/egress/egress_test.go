@@ -203,8 +203,20 @@ func testConnectToAGrantedName(t *testing.T, network string) {
 		}
 		c.Close()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Each tunnel's bytes are counted when the proxy has closed it, a
+	// moment after the client did.
+	counted := func(ev []Event) bool {
+		for _, e := range ev {
+			if e.Up == 0 {
+				return false
+			}
+		}
+		return len(ev) == 3
+	}
 	ev := p.Events()
+	for end := time.Now().Add(5 * time.Second); !counted(ev) && time.Now().Before(end); ev = p.Events() {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if len(ev) != 3 || !ev[0].Allowed || ev[0].Name != "api.example.test" || ev[0].Addr != "127.0.0.1:"+strconv.Itoa(up.port()) {
 		t.Fatalf("events %+v", ev)
 	}
@@ -812,7 +824,12 @@ func TestSOCKS5(t *testing.T) {
 			t.Errorf("%s: answered %v, want code %#x", what, got, c.code)
 		}
 	}
+	// The tunnel's bytes are counted when the proxy has closed it, a
+	// moment after the client did.
 	ev := p.Events()
+	for end := time.Now().Add(5 * time.Second); len(ev) > 0 && ev[0].Up != 5 && time.Now().Before(end); ev = p.Events() {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if len(ev) < 2 || !ev[0].Allowed || ev[0].Method != "SOCKS5" || ev[0].Name != "api.example.test" || ev[0].Up != 5 || ev[1].Allowed {
 		t.Errorf("the log: %+v", ev)
 	}

@@ -1,0 +1,148 @@
+//go:build linux
+
+package bwrap
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/harness"
+)
+
+// The test binary, run with CORDON_TEST_KILLED_AT=before|after, is a
+// cordon process that runs CORDON_TEST_SCRIPT in a sandbox of
+// CORDON_TEST_WS and is killed (SIGKILL, by itself) just before or just
+// after it releases the sandbox.
+func init() {
+	at := os.Getenv("CORDON_TEST_KILLED_AT")
+	if at == "" {
+		return
+	}
+	releaseHook = func(released bool) {
+		if released == (at == "after") {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	h := harness.Default().WithStateDir(os.Getenv("CORDON_TEST_STATE")).WithCacheDir(os.Getenv("CORDON_TEST_CACHE"))
+	_, err := Run(context.Background(), Spec{Policy: NewPolicy(os.Getenv("CORDON_TEST_WS"), h),
+		Command: []string{"/bin/sh", "-c", os.Getenv("CORDON_TEST_SCRIPT")}, Timeout: time.Minute})
+	os.Stderr.WriteString("the run was not killed where it was to be: " + errString(err) + "\n")
+	os.Exit(3)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// bwrapsOf lists the bwrap processes of the runs ids: a sandbox's bwrap
+// and its init (forks that execute nothing else), named after the run.
+func bwrapsOf(ids []string) []string {
+	var out []string
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		comm, _ := os.ReadFile(filepath.Join(filepath.Dir(c), "comm"))
+		cmdline, _ := os.ReadFile(c)
+		name, _, _ := strings.Cut(string(cmdline), "\x00")
+		for _, id := range ids {
+			if string(comm) == "bwrap\n" && name == argv0(id) {
+				out = append(out, filepath.Base(filepath.Dir(c)))
+			}
+		}
+	}
+	return out
+}
+
+// records lists the IDs of the runs recorded in the registry of runs of
+// the test's state directory.
+func records(t *testing.T) map[string]bool {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(testHarness.StateDir(), "runs", "active", "r-*"))
+	ids := map[string]bool{}
+	for _, n := range names {
+		ids[strings.TrimPrefix(filepath.Base(n), "r-")] = true
+	}
+	return ids
+}
+
+// TestASandboxItsKilledCordonLeftNeverRunsUnsupervised: a cordon killed
+// while bwrap sets the sandbox up (SIGKILL, nothing of it runs after).
+// Killed before it released the sandbox, the command never starts:
+// bwrap's child holds the writing end of its block descriptor, so its read
+// does not end with cordon. Killed just after, bwrap — killed with cordon
+// — may be gone before the sandbox's init bound its life to it, and the
+// command runs on its own: the next run ends it, found by the name bwrap
+// runs under, the killed run's, whose record the next run finds abandoned. Either way what is left is ended by
+// the next run of a cordon process, before the command ran.
+func TestASandboxItsKilledCordonLeftNeverRunsUnsupervised(t *testing.T) {
+	needBwrap(t)
+	for _, at := range []string{"before", "after"} {
+		t.Run("killed "+at+" the release", func(t *testing.T) {
+			ws := tempWorkspace(t)
+			// Before the release the command is to write at once; after
+			// it, a second later, so the sweep comes first.
+			script := "echo ran > ran"
+			if at == "after" {
+				script = "sleep 1.5; echo ran > ran"
+			}
+			before := records(t)
+			helper := exec.Command(os.Args[0], "-test.run=^$")
+			helper.Env = append(os.Environ(), "CORDON_TEST_KILLED_AT="+at, "CORDON_TEST_WS="+ws,
+				"CORDON_TEST_SCRIPT="+script, "CORDON_TEST_STATE="+testHarness.StateDir(), "CORDON_TEST_CACHE="+testHarness.CacheDir())
+			out, err := helper.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the helper cordon was not killed at the release: %v %s", err, out)
+			}
+			if at == "before" {
+				time.Sleep(time.Second)
+				if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+					t.Fatal("the command of a sandbox its cordon never released ran")
+				}
+			}
+			// The killed run's record stays, its lock free.
+			var ids []string
+			for id := range records(t) {
+				if !before[id] {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) != 1 {
+				t.Fatalf("the killed run left records %q, want one", ids)
+			}
+			left := bwrapsOf(ids)
+			t.Logf("left by the killed cordon's run %s: bwrap processes %v", ids[0], left)
+			// The next run of this user's finds the killed one's record
+			// and has the sweep done.
+			bin, err := Find(os.Getenv("PATH"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)), Bwrap: bin, Command: []string{"true"}, Timeout: 10 * time.Second}); err != nil || o.ExitCode != 0 {
+				t.Fatalf("the next run: %+v %v", o, err)
+			}
+			for i := 0; len(bwrapsOf(ids)) > 0; i++ {
+				if i > 200 {
+					t.Fatalf("the sweep left the sandbox of a killed cordon: bwrap processes %v", bwrapsOf(ids))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if at == "after" {
+				time.Sleep(2 * time.Second)
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "ran")); err == nil {
+				t.Fatalf("the command ran after the sweep: %q", strings.TrimSpace(string(b)))
+			}
+		})
+	}
+}
