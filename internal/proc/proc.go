@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -90,7 +91,16 @@ type Tree struct {
 	exited  chan struct{}
 
 	mu      sync.Mutex
-	outlast []<-chan int
+	outlast []<-chan int // pidfds still to come ([Tree.Outlast])
+	inits   []int        // pidfds come, kept until Wait awaits them
+	// deadline ends the tree from its own goroutine when the run's time
+	// is up ([Tree.StartClock]); nil until armed.
+	deadline *time.Timer
+	ending   sync.Once
+	ended    chan struct{} // closed once an ending (deadline, ctx) is done
+	endSig   string        // the last signal the ending sent
+	timedOut bool
+	canceled bool
 }
 
 // KeyringError is a failure to give the tree a session keyring of its own.
@@ -144,6 +154,7 @@ func Start(s Spec) (*Tree, error) {
 		drained: make(chan struct{}), exited: make(chan struct{}),
 	}
 	t.started = time.Now()
+	t.ended = make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
 		// This goroutine's thread forks the root and lives exactly as
@@ -191,6 +202,9 @@ func Start(s Spec) (*Tree, error) {
 		errR.Close()
 		return nil, err
 	}
+	if !s.Supervised {
+		t.StartClock() // the root is the command: its time runs from now
+	}
 	go func() {
 		done := make(chan struct{})
 		go func() { drain(errR, t.errb); close(done) }()
@@ -218,7 +232,45 @@ func (t *Tree) Arm(timeout time.Duration, maxOutput int64) bool {
 	}
 	t.spec.Timeout, t.spec.MaxOutput = timeout, maxOutput
 	t.started = time.Now()
+	t.StartClock()
 	return true
+}
+
+// StartClock arms the run's deadline from now: when the command is let
+// start. A tree whose root runs the command itself is armed as it starts;
+// a supervisor that holds the command until the sandbox is verified
+// (bwrap, Supervised) calls it as it lets the command go, and one made
+// ahead of its call is armed by [Tree.Arm]. Armed, the deadline ends the
+// tree from its own goroutine: neither the setting up before nor a caller
+// slow to call Wait after moves it. Wait arms a tree never armed.
+func (t *Tree) StartClock() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armLocked()
+}
+
+func (t *Tree) armLocked() {
+	if t.deadline != nil {
+		t.deadline.Stop()
+	}
+	t.deadline = time.AfterFunc(t.spec.Timeout, func() { t.end(true) })
+}
+
+// end ends the tree, once, unless it has exited already: at its deadline
+// (timedOut) or when the caller's context is done.
+func (t *Tree) end(timedOut bool) {
+	t.ending.Do(func() {
+		defer close(t.ended)
+		select {
+		case <-t.exited:
+			return // it ended by itself first
+		default:
+		}
+		sig := t.terminate(t.spec.Grace)
+		t.mu.Lock()
+		t.endSig, t.timedOut, t.canceled = sig, timedOut, !timedOut
+		t.mu.Unlock()
+	})
 }
 
 // Pid is the root's process ID.
@@ -234,6 +286,44 @@ func (t *Tree) Outlast(fd <-chan int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.outlast = append(t.outlast, fd)
+}
+
+// takeInits collects the pidfds [Tree.Outlast] was given — waiting for
+// each when wait is set, else those delivered already — and returns every
+// one collected so far, handing them over: once with wait set (Wait's).
+func (t *Tree) takeInits(wait bool) []int {
+	t.mu.Lock()
+	pending := t.outlast
+	t.outlast = nil
+	t.mu.Unlock()
+	var got []int
+	var left []<-chan int
+	for _, ch := range pending {
+		if wait {
+			if fd := <-ch; fd >= 0 {
+				got = append(got, fd)
+			}
+			continue
+		}
+		select {
+		case fd := <-ch:
+			if fd >= 0 {
+				got = append(got, fd)
+			}
+		default:
+			left = append(left, ch)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outlast = append(t.outlast, left...)
+	t.inits = append(t.inits, got...)
+	if !wait {
+		return slices.Clone(t.inits)
+	}
+	fds := t.inits
+	t.inits = nil
+	return fds
 }
 
 // Kill ends the tree at once (SIGKILL to every process of it).
@@ -266,26 +356,28 @@ func drain(r *os.File, b *capture.Buffer) {
 // outcome.
 func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
 	var o substrate.Outcome
+	t.mu.Lock()
+	if t.deadline == nil {
+		t.armLocked()
+	}
+	deadline := t.deadline
 	s := t.spec
-	timer := time.NewTimer(s.Timeout)
-	defer timer.Stop()
+	t.mu.Unlock()
 	select {
 	case <-t.exited:
-	case <-timer.C:
-		o.TimedOut = true
-		o.Signal = t.terminate(s.Grace)
+	case <-t.ended:
 	case <-ctx.Done():
-		o.Canceled = true
-		o.Signal = t.terminate(s.Grace)
+		t.end(false)
+	}
+	if !deadline.Stop() {
+		<-t.ended // the deadline fired: its ending is done first
 	}
 	<-t.exited
 	t.mu.Lock()
-	outlast := t.outlast
+	o.TimedOut, o.Canceled, o.Signal = t.timedOut, t.canceled, t.endSig
 	t.mu.Unlock()
-	for _, ch := range outlast {
-		if fd := <-ch; fd >= 0 {
-			awaitGone([]int{fd}, reapWait)
-		}
+	if fds := t.takeInits(true); len(fds) > 0 {
+		awaitGone(fds, reapWait)
 	}
 	if !s.Supervised {
 		// Background jobs left in the group die with the run.
@@ -351,6 +443,13 @@ func (t *Tree) terminate(grace time.Duration) string {
 					done = true
 				}
 			}
+			break
+		}
+		if inits := t.takeInits(false); t.spec.Supervised && len(inits) > 0 {
+			// The namespace's init killed ends every process of its
+			// namespace, and none forks any more: no walk of /proc, which
+			// on a loaded host takes a good part of a second each.
+			killInits(pid, inits)
 			break
 		}
 		fds = append(fds, signalTree(pid, t.spec.Supervised, syscall.SIGKILL)...)

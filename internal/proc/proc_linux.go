@@ -140,6 +140,18 @@ func OpenInit(pid int, pidNS uint64) int {
 	return fd
 }
 
+// killInits ends a supervised tree whose namespaces' inits are known: the
+// inits (SIGKILL through their pidfds, which a PID used again never
+// receives), whose deaths end every process of their namespaces, then
+// the supervisor's group and the supervisor.
+func killInits(pid int, inits []int) {
+	for _, fd := range inits {
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+	unix.Kill(-pid, unix.SIGKILL)
+	unix.Kill(pid, unix.SIGKILL)
+}
+
 // killGroup sends sig to the process group pid leads.
 func killGroup(pid int, sig syscall.Signal) { unix.Kill(-pid, sig) }
 
@@ -175,10 +187,19 @@ func descendants(pid int) []int {
 
 // parentOf reads the parent of pid from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// One read into a buffer of the stack: no stat of the file, nothing
+	// allocated (a walk reads every process's).
+	var buf [512]byte
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, false
 	}
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	b := buf[:n]
 	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 > len(b) {

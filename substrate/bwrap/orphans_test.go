@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,5 +145,46 @@ func TestASandboxItsKilledCordonLeftNeverRunsUnsupervised(t *testing.T) {
 				t.Fatalf("the command ran after the sweep: %q", strings.TrimSpace(string(b)))
 			}
 		})
+	}
+}
+
+// TestTheDeadlineCountsFromTheRelease: a caller slow to wait after the
+// sandbox was released (a loaded host, here a hook that sleeps 2 s) does
+// not move the command's deadline, which counts from the release.
+func TestTheDeadlineCountsFromTheRelease(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseHook = func(released bool) {
+		if released {
+			time.Sleep(2 * time.Second)
+		}
+	}
+	defer func() { releaseHook = nil }()
+	ws := tempWorkspace(t)
+	// The command notes when it started, then every 20 ms that it still
+	// runs: the last note is when the deadline ended it.
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin,
+		Command: []string{"/bin/sh", "-c", "date +%s%N > first; while :; do date +%s%N > last.new; mv last.new last; sleep 0.02; done"},
+		Timeout: 300 * time.Millisecond, Grace: 100 * time.Millisecond})
+	if err != nil || !o.TimedOut {
+		t.Fatalf("the run: %+v %v", o, err)
+	}
+	read := func(name string) time.Time {
+		b, err := os.ReadFile(filepath.Join(ws, name))
+		ns, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || perr != nil {
+			t.Fatalf("the command's note %s: %q %v", name, b, err)
+		}
+		return time.Unix(0, ns)
+	}
+	// Ended by a deadline that counts from the release, the command is
+	// gone long before the hook lets the caller wait (2 s).
+	if ran := read("last").Sub(read("first")); ran > 1500*time.Millisecond {
+		t.Errorf("the command ran %v with a 300ms deadline: the deadline counted from when the caller waited", ran)
+	} else {
+		t.Logf("the command ran %v (deadline 300ms; the caller waited from 2s after the release)", ran)
 	}
 }

@@ -312,6 +312,11 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		if releaseHook != nil {
 			releaseHook(false)
 		}
+		if script == nil {
+			// The command's deadline counts from its release (a
+			// sandbox made ahead counts from its call: Arm).
+			t.StartClock()
+		}
 		if err := sb.release(); err != nil {
 			s.Logger.Debug("cannot release the sandbox", "err", err)
 		}
