@@ -62,6 +62,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,8 +93,6 @@ type Session struct {
 	ended    bool
 	reusable []string // directories to use again, listed at the first use
 	listed   bool
-
-	abandoned []string // the IDs of the records of runs gone without ending that Begin removed
 }
 
 // maxReuse bounds a workspace's reuse directory; beyond it, placeholders
@@ -167,9 +166,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, outer)
 	}
-	nested, gone := runningInside(active, s.recordAt, workspace)
-	s.abandoned = gone
-	if nested != "" {
+	if nested := runningInside(active, s.recordAt, workspace); nested != "" {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
 	}
@@ -316,22 +313,21 @@ func record(dir, workspace, name string) (*os.File, string, error) {
 // (applying a disposable root).
 func Running(stateDir, workspace string) string {
 	active := filepath.Join(stateDir, "runs", "active")
-	ws, _ := runningWithin(active, "", workspace, true)
-	return ws
+	return runningWithin(active, "", workspace, true)
 }
 
 // runningInside returns a workspace strictly inside workspace that a run
 // recorded in the registry dir (other than self) is going on in, or "".
-// Records whose run is gone (their lock is free) are removed; gone lists
-// their IDs.
-func runningInside(dir, self, workspace string) (ws string, gone []string) {
+// Records whose run is gone (their lock is free) are swept
+// ([SetSweeper]) and removed.
+func runningInside(dir, self, workspace string) string {
 	return runningWithin(dir, self, workspace, false)
 }
 
-func runningWithin(dir, self, workspace string, orAt bool) (_ string, gone []string) {
+func runningWithin(dir, self, workspace string, orAt bool) string {
 	names, err := readNames(dir)
 	if err != nil {
-		return "", nil
+		return ""
 	}
 	for _, n := range names {
 		if !strings.HasPrefix(n, "r-") || n == filepath.Base(self) {
@@ -342,31 +338,93 @@ func runningWithin(dir, self, workspace string, orAt bool) (_ string, gone []str
 		if err != nil {
 			continue
 		}
-		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
 			// Its run is gone. A session ended removes its record: this
-			// one's process died during its run.
-			os.Remove(p)
+			// one's process died during its run. What it noted is all
+			// there now.
+			data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 			f.Close()
-			gone = append(gone, strings.TrimPrefix(n, "r-"))
+			abandon(p, strings.TrimPrefix(n, "r-"), data)
 			continue
 		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 		f.Close()
-		if ws := string(data); ws == workspace && orAt || ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
-			return ws, gone
+		ws, _, _ := strings.Cut(string(data), "\x00")
+		if ws == workspace && orAt || ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
+			return ws
 		}
 	}
-	return "", gone
+	return ""
 }
 
-// Abandoned returns the IDs ([Session.ID]) of the records Begin found, and
-// removed, of runs whose process died before it ended their session: runs
-// killed, whose sandboxes may outlive them.
-func (s *Session) Abandoned() []string { return s.abandoned }
+// An Abandoned run is one whose process died before it ended its session:
+// a run killed, whose sandbox may outlive it.
+type Abandoned struct {
+	ID        string   // its session's ([Session.ID])
+	Processes []string // what it noted ([Session.Note])
+}
+
+var (
+	sweeper  atomic.Pointer[func(Abandoned)]
+	sweeping sync.Map // record path -> struct{}: swept by this process now
+)
+
+// SetSweeper has every abandoned run found in a registry of runs — by any
+// session's Begin, or [Running] — handed to sweep, off the finder's path;
+// its record is removed once sweep has returned (a process that ends
+// first leaves it to the next). Without one, records are removed at once.
+func SetSweeper(sweep func(Abandoned)) {
+	if sweep == nil {
+		sweeper.Store(nil)
+		return
+	}
+	sweeper.Store(&sweep)
+}
+
+func abandon(path, id string, data []byte) {
+	sweep := sweeper.Load()
+	if sweep == nil {
+		os.Remove(path)
+		return
+	}
+	if _, busy := sweeping.LoadOrStore(path, struct{}{}); busy {
+		return
+	}
+	a := Abandoned{ID: id}
+	if _, rest, ok := strings.Cut(string(data), "\x00"); ok {
+		for _, p := range strings.Split(rest, "\x00") {
+			if p != "" {
+				a.Processes = append(a.Processes, p)
+			}
+		}
+	}
+	go func() {
+		defer sweeping.Delete(path)
+		(*sweep)(a)
+		os.Remove(path)
+	}()
+}
+
+// Note records a process of the run (an ID a later process can check:
+// [limits.ProcessID]) in its record, for a sweep should the run's process
+// die before it ends the session ([Abandoned]). It cannot be forged from
+// a sandbox: the registry is hidden from every one.
+func (s *Session) Note(process string) error {
+	if strings.IndexByte(process, 0) >= 0 {
+		return fmt.Errorf("placeholder: a NUL in %q", process)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		return errors.New("placeholder: the session has ended")
+	}
+	_, err := s.active.WriteString("\x00" + process)
+	return err
+}
 
 // ID names the session's run among the runs of its state directory: a
 // random name, which a run can give what it starts, for a later run to
-// tell what a killed one left ([Session.Abandoned]).
+// tell what a killed one left ([Abandoned]).
 func (s *Session) ID() string { return strings.TrimPrefix(filepath.Base(s.recordAt), "r-") }
 
 // release lets go of every lock the session holds, and of its record.

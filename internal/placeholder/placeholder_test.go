@@ -49,6 +49,10 @@ func helperMain() int {
 		fmt.Println("error:", err)
 		return 1
 	}
+	if err := s.Note("1234-5678-9"); err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
 	fmt.Println("ready", s.ID())
 	time.Sleep(time.Minute)
 	return 0
@@ -503,10 +507,10 @@ func TestKilledSession(t *testing.T) {
 
 	// While the helper's session is alive, a run that ends leaves its
 	// placeholders; its record is a run going on, not one abandoned.
+	swept := make(chan placeholder.Abandoned, 4)
+	placeholder.SetSweeper(func(a placeholder.Abandoned) { swept <- a })
+	defer placeholder.SetSweeper(nil)
 	s := begin(t, top)
-	if ids := s.Abandoned(); ids != nil {
-		t.Errorf("a run going on was taken for one abandoned: %q", ids)
-	}
 	end(t, s)
 	if got := describe(t, f); got != `file ""` {
 		t.Fatalf("a run ended while the helper still held the workspace, and its placeholder is %s", got)
@@ -528,14 +532,29 @@ func TestKilledSession(t *testing.T) {
 	// says it found a run that died before it ended (whose sandbox may
 	// outlive it), and the run after it does not.
 	s = begin(t, top)
-	if ids := s.Abandoned(); len(ids) != 1 || ids[0] != helperID || ids[0] == s.ID() {
-		t.Errorf("the run after a killed one found abandoned %q, want the killed one's %q", ids, helperID)
+	select {
+	case a := <-swept:
+		if a.ID != helperID || !slices.Equal(a.Processes, []string{"1234-5678-9"}) {
+			t.Errorf("swept %+v, want the killed run %s with what it noted", a, helperID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the run after a killed one had nothing swept")
 	}
 	end(t, s)
-	if s := begin(t, top); s.Abandoned() != nil {
-		t.Errorf("a run found %q abandoned where every run before it ended", s.Abandoned())
-	} else {
-		end(t, s)
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(top, "state", "runs", "active", "r-"+helperID)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if i > 500 {
+			t.Fatal("the killed run's record stayed after its sweep")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	end(t, begin(t, top))
+	select {
+	case a := <-swept:
+		t.Errorf("%+v swept where every run before ended", a)
+	case <-time.After(100 * time.Millisecond):
 	}
 	for _, p := range []string{f, d} {
 		if got := describe(t, p); got != "absent" {

@@ -369,10 +369,12 @@ func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
 	case <-ctx.Done():
 		t.end(false)
 	}
-	if !deadline.Stop() {
-		<-t.ended // the deadline fired: its ending is done first
-	}
+	deadline.Stop()
 	<-t.exited
+	// An ending begun (the deadline fired, the context ended) is done
+	// first; none begins after this.
+	t.ending.Do(func() { close(t.ended) })
+	<-t.ended
 	t.mu.Lock()
 	o.TimedOut, o.Canceled, o.Signal = t.timedOut, t.canceled, t.endSig
 	t.mu.Unlock()

@@ -6,40 +6,44 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/limits"
+	"github.com/cordon-run/cordon/internal/placeholder"
 )
 
-// sweepOrphansSoon ends, in the background, what the runs ids (the IDs
-// of their placeholder sessions, gone without ending) left ([sweepOrphans]).
-func sweepOrphansSoon(ids []string) { go sweepOrphans(ids) }
+func init() { placeholder.SetSweeper(sweepOrphans) }
 
-// sweepOrphans kills the sandboxes of runs whose cordon process died
-// before it ended them: the bwrap processes whose program name
-// ([argv0]) names the placeholder session of one of the runs ids. A run
-// that finds the records of such runs of this user's
-// ([placeholder.Session.Abandoned]) has it done. A cordon killed while
+// sweepOrphans kills what the sandbox of a run whose cordon process died
+// before it ended it left. Any later run of the same state directory that
+// finds the run's record with its lock free has it done (in the
+// background; the record goes once it is done). A cordon killed while
 // bwrap sets a sandbox up leaves one of two behind:
 //
 //   - a sandbox it had not released: bwrap's child waits for ever, on the
 //     eventfd its killed parent never wrote or on its block descriptor,
-//     which it holds itself (holdFD);
+//     which it holds itself (holdFD). It runs nothing, and is found by
+//     its program name, which names the run ([argv0]);
 //   - a sandbox it had released while bwrap was still mounting: its init
 //     binds its life to its parent, bwrap, only once it forks the
 //     command, and bwrap, killed with cordon, may be gone by then — the
-//     command runs unsupervised, with no deadline, until this sweep.
+//     command runs unsupervised, with no deadline, until this sweep. It
+//     is found by the IDs the run noted before the release (the init's
+//     and bwrap's [limits.ProcessID]: a PID and its start time), which,
+//     unlike its command line, nothing in the sandbox can change.
 //
 // (As root the run's cgroups name their owner too, and the limits' sweep
 // ends what runs in them.) Killing the sandbox's init ends its PID
 // namespace, everything in it. Each process is signalled through a pidfd
-// opened before it is read, so a PID used again by another process is
+// opened before it is checked, so a PID used again by another process is
 // never signalled.
-func sweepOrphans(ids []string) {
-	if len(ids) == 0 {
-		return
+func sweepOrphans(a placeholder.Abandoned) {
+	for _, id := range a.Processes {
+		pid, _, _ := bytes.Cut([]byte(id), []byte("-"))
+		if n, err := strconv.Atoi(string(pid)); err == nil && n > 1 {
+			killIf(n, func() bool { return limits.ProcessID(n) == id })
+		}
 	}
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[argv0(id)] = true
-	}
+	name := []byte(argv0(a.ID))
 	d, err := os.Open("/proc")
 	if err != nil {
 		return
@@ -55,15 +59,23 @@ func sweepOrphans(ids []string) {
 		if err != nil || string(comm) != "bwrap\n" {
 			continue
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
-		}
-		if cmdline, err := os.ReadFile("/proc/" + n + "/cmdline"); err == nil {
-			if name, _, _ := bytes.Cut(cmdline, []byte{0}); want[string(name)] {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			}
-		}
-		unix.Close(fd)
+		killIf(pid, func() bool {
+			cmdline, err := os.ReadFile("/proc/" + n + "/cmdline")
+			prog, _, _ := bytes.Cut(cmdline, []byte{0})
+			return err == nil && bytes.Equal(prog, name)
+		})
+	}
+}
+
+// killIf sends SIGKILL to process pid if it is still what match says,
+// through a pidfd opened before match looks.
+func killIf(pid int, match func() bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if match() {
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/limits"
 )
 
 // The test binary, run with CORDON_TEST_KILLED_AT=before|after, is a
@@ -76,15 +78,28 @@ func records(t *testing.T) map[string]bool {
 	return ids
 }
 
+// notedIn returns the processes the run id noted in its record.
+func notedIn(t *testing.T, id string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testHarness.StateDir(), "runs", "active", "r-"+id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(string(b), "\x00")
+	return f[1:]
+}
+
 // TestASandboxItsKilledCordonLeftNeverRunsUnsupervised: a cordon killed
 // while bwrap sets the sandbox up (SIGKILL, nothing of it runs after).
 // Killed before it released the sandbox, the command never starts:
 // bwrap's child holds the writing end of its block descriptor, so its read
 // does not end with cordon. Killed just after, bwrap — killed with cordon
 // — may be gone before the sandbox's init bound its life to it, and the
-// command runs on its own: the next run ends it, found by the name bwrap
-// runs under, the killed run's, whose record the next run finds abandoned. Either way what is left is ended by
-// the next run of a cordon process, before the command ran.
+// command runs on its own — here it even renames its init, writing over
+// the init's command line through /proc/1/mem. The next run finds the
+// killed run's record abandoned and ends what it left, by the program
+// name bwrap runs under (the held sandbox) and by the init and bwrap the
+// record noted before the release, before the command ran.
 func TestASandboxItsKilledCordonLeftNeverRunsUnsupervised(t *testing.T) {
 	needBwrap(t)
 	for _, at := range []string{"before", "after"} {
@@ -94,7 +109,7 @@ func TestASandboxItsKilledCordonLeftNeverRunsUnsupervised(t *testing.T) {
 			// it, a second later, so the sweep comes first.
 			script := "echo ran > ran"
 			if at == "after" {
-				script = "sleep 1.5; echo ran > ran"
+				script = `a=$(cut -d' ' -f48 /proc/1/stat); printf Z | dd of=/proc/1/mem bs=1 seek="$a" conv=notrunc 2>/dev/null; sleep 1.5; echo ran > ran`
 			}
 			before := records(t)
 			helper := exec.Command(os.Args[0], "-test.run=^$")
@@ -121,8 +136,24 @@ func TestASandboxItsKilledCordonLeftNeverRunsUnsupervised(t *testing.T) {
 			if len(ids) != 1 {
 				t.Fatalf("the killed run left records %q, want one", ids)
 			}
-			left := bwrapsOf(ids)
-			t.Logf("left by the killed cordon's run %s: bwrap processes %v", ids[0], left)
+			// What is left: bwrap processes named after the run, and the
+			// processes the run noted, while they are still those.
+			noted := notedIn(t, ids[0])
+			leftOf := func() []string {
+				left := bwrapsOf(ids)
+				for _, id := range noted {
+					pid, _, _ := strings.Cut(id, "-")
+					n, _ := strconv.Atoi(pid)
+					st, _ := os.ReadFile("/proc/" + pid + "/stat")
+					zombie := strings.Contains(string(st), ") Z ")
+					if limits.ProcessID(n) == id && !zombie && !slices.Contains(left, pid) {
+						left = append(left, pid)
+					}
+				}
+				return left
+			}
+			time.Sleep(100 * time.Millisecond) // for the command to rename its init
+			t.Logf("left by the killed cordon's run %s: %v (named after the run: %v; noted: %q)", ids[0], leftOf(), bwrapsOf(ids), noted)
 			// The next run of this user's finds the killed one's record
 			// and has the sweep done.
 			bin, err := Find(os.Getenv("PATH"))
@@ -132,9 +163,9 @@ func TestASandboxItsKilledCordonLeftNeverRunsUnsupervised(t *testing.T) {
 			if o, err := Run(context.Background(), Spec{Policy: newPolicy(tempWorkspace(t)), Bwrap: bin, Command: []string{"true"}, Timeout: 10 * time.Second}); err != nil || o.ExitCode != 0 {
 				t.Fatalf("the next run: %+v %v", o, err)
 			}
-			for i := 0; len(bwrapsOf(ids)) > 0; i++ {
+			for i := 0; len(leftOf()) > 0; i++ {
 				if i > 200 {
-					t.Fatalf("the sweep left the sandbox of a killed cordon: bwrap processes %v", bwrapsOf(ids))
+					t.Fatalf("the sweep left the sandbox of a killed cordon: processes %v", leftOf())
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

@@ -308,6 +308,15 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 			break
 		}
+		// Noted before the release: should this process die from now
+		// on, the next run ends them by these IDs, which nothing in the
+		// sandbox can change ([sweepOrphans]).
+		if err := sb.note(rec.ChildPID, t.Pid()); err != nil {
+			initFD <- -1
+			t.Kill() // never released: the command does not start
+			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "cannot note the sandbox in the registry of runs: " + err.Error()}
+			break
+		}
 		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
 		if releaseHook != nil {
 			releaseHook(false)

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
@@ -299,11 +300,6 @@ func (s *Sandbox) begin() error {
 		return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
 	}
 	s.session = sess
-	if ids := sess.Abandoned(); ids != nil {
-		// Runs of this user's died before they ended: what their
-		// sandboxes left may still be there.
-		sweepOrphansSoon(ids)
-	}
 	return nil
 }
 
@@ -725,6 +721,27 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 		Dir:        s.policy.workspace,
 		ExtraFiles: extra,
 	}, nil
+}
+
+// note records the sandbox's init and bwrap (their [limits.ProcessID]s)
+// in the run's record in the registry of runs.
+func (s *Sandbox) note(pids ...int) error {
+	s.mu.Lock()
+	sess := s.session
+	s.mu.Unlock()
+	if sess == nil {
+		return errors.New("no placeholder session")
+	}
+	for _, pid := range pids {
+		id := limits.ProcessID(pid)
+		if id == "" {
+			return fmt.Errorf("process %d is gone", pid)
+		}
+		if err := sess.Note(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runID is the ID of the run's placeholder session: bwrap starts under a
