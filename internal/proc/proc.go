@@ -91,8 +91,7 @@ type Tree struct {
 	exited  chan struct{}
 
 	mu      sync.Mutex
-	outlast []<-chan int // pidfds still to come ([Tree.Outlast])
-	inits   []int        // pidfds come, kept until Wait awaits them
+	outlast []int // pidfds of processes Wait outlasts ([Tree.Outlast])
 	// deadline ends the tree from its own goroutine when the run's time
 	// is up ([Tree.StartClock]); nil until armed.
 	deadline *time.Timer
@@ -279,51 +278,24 @@ func (t *Tree) Pid() int { return t.cmd.Process.Pid }
 // Exited is closed when the root has exited.
 func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
-// Outlast makes Wait return only once the process behind the pidfd that
-// fd delivers (-1 for none) has exited too: a sandbox's PID-namespace
-// init, whose death ends every process of the namespace. Wait closes it.
-func (t *Tree) Outlast(fd <-chan int) {
+// Outlast makes Wait return only once the process behind pidfd fd has
+// exited too (fd < 0: none): a sandbox's PID-namespace init, whose death
+// ends every process of the namespace — and, killed, the way the tree's
+// SIGKILL reaches them all ([Tree.terminate]). Wait closes it.
+func (t *Tree) Outlast(fd int) {
+	if fd < 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.outlast = append(t.outlast, fd)
 }
 
-// takeInits collects the pidfds [Tree.Outlast] was given — waiting for
-// each when wait is set, else those delivered already — and returns every
-// one collected so far, handing them over: once with wait set (Wait's).
-func (t *Tree) takeInits(wait bool) []int {
-	t.mu.Lock()
-	pending := t.outlast
-	t.outlast = nil
-	t.mu.Unlock()
-	var got []int
-	var left []<-chan int
-	for _, ch := range pending {
-		if wait {
-			if fd := <-ch; fd >= 0 {
-				got = append(got, fd)
-			}
-			continue
-		}
-		select {
-		case fd := <-ch:
-			if fd >= 0 {
-				got = append(got, fd)
-			}
-		default:
-			left = append(left, ch)
-		}
-	}
+// outlasting returns the pidfds Wait outlasts.
+func (t *Tree) outlasting() []int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.outlast = append(t.outlast, left...)
-	t.inits = append(t.inits, got...)
-	if !wait {
-		return slices.Clone(t.inits)
-	}
-	fds := t.inits
-	t.inits = nil
-	return fds
+	return slices.Clone(t.outlast)
 }
 
 // Kill ends the tree at once (SIGKILL to every process of it).
@@ -378,7 +350,11 @@ func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
 	t.mu.Lock()
 	o.TimedOut, o.Canceled, o.Signal = t.timedOut, t.canceled, t.endSig
 	t.mu.Unlock()
-	if fds := t.takeInits(true); len(fds) > 0 {
+	t.mu.Lock()
+	fds := t.outlast // awaited and closed: no ending begins after this
+	t.outlast = nil
+	t.mu.Unlock()
+	if len(fds) > 0 {
 		awaitGone(fds, reapWait)
 	}
 	if !s.Supervised {
@@ -447,7 +423,7 @@ func (t *Tree) terminate(grace time.Duration) string {
 			}
 			break
 		}
-		if inits := t.takeInits(false); t.spec.Supervised && len(inits) > 0 {
+		if inits := t.outlasting(); t.spec.Supervised && len(inits) > 0 {
 			// The namespace's init killed ends every process of its
 			// namespace, and none forks any more: no walk of /proc, which
 			// on a loaded host takes a good part of a second each.

@@ -284,17 +284,13 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 
 	// The sandbox's init, reported by bwrap right after it created the
 	// namespaces: verified, it is what the run outlasts.
-	initFD := make(chan int, 1)
-	t.Outlast(initFD)
 	var refused error
 	select {
 	case rec, ok := <-sb.status:
 		if !ok || rec.ChildPID <= 0 {
-			initFD <- -1
 			return r, nil // bwrap ended first: finish says why
 		}
 		if err := verifyInit(rec, s.Policy.network); err != nil {
-			initFD <- -1
 			t.Kill() // never released: the command does not start
 			if !errors.Is(err, errInitGone) {
 				refused = err
@@ -303,7 +299,6 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			return r, nil
 		}
 		if err := boundInit(rec.ChildPID, s.Policy.limits); err != nil {
-			initFD <- -1
 			t.Kill() // never released: the command does not start
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 			break
@@ -312,12 +307,11 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		// on, the next run ends them by these IDs, which nothing in the
 		// sandbox can change ([sweepOrphans]).
 		if err := sb.note(rec.ChildPID, t.Pid()); err != nil {
-			initFD <- -1
 			t.Kill() // never released: the command does not start
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "cannot note the sandbox in the registry of runs: " + err.Error()}
 			break
 		}
-		initFD <- proc.OpenInit(rec.ChildPID, rec.PIDNS)
+		t.Outlast(proc.OpenInit(rec.ChildPID, rec.PIDNS))
 		if releaseHook != nil {
 			releaseHook(false)
 		}
@@ -336,11 +330,10 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		initKnown <- rec.ChildPID
 		return r, nil
 	case <-time.After(initWait):
-		initFD <- -1
 		refused = Unavailable(fmt.Errorf("%s reported no sandbox within %v", bin, initWait))
 		t.Kill()
 	case <-ctx.Done():
-		initFD <- -1 // Wait sees ctx too: the command never starts
+		// Wait sees ctx too: the command never starts.
 		// Nothing was proved a sandbox: what ran (a bwrap that ignores
 		// its options runs the command at once) is not a sandboxed run.
 		refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
