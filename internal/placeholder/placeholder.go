@@ -318,8 +318,8 @@ func Running(stateDir, workspace string) string {
 
 // runningInside returns a workspace strictly inside workspace that a run
 // recorded in the registry dir (other than self) is going on in, or "".
-// Records whose run is gone (their lock is free) are swept
-// ([SetSweeper]) and removed.
+// Records whose run is gone (their lock is free) are handed to the
+// sweeper ([SetSweeper]), which has them removed.
 func runningInside(dir, self, workspace string) string {
 	return runningWithin(dir, self, workspace, false)
 }
@@ -372,7 +372,9 @@ var (
 // SetSweeper has every abandoned run found in a registry of runs — by any
 // session's Begin, or [Running] — handed to sweep, off the finder's path;
 // its record is removed once sweep has returned (a process that ends
-// first leaves it to the next). Without one, records are removed at once.
+// first leaves it to the next). Without one (a program with no bwrap in
+// it) the record stays for a process that has one: removed unswept, what
+// the run left would be found by nothing.
 func SetSweeper(sweep func(Abandoned)) {
 	if sweep == nil {
 		sweeper.Store(nil)
@@ -384,7 +386,6 @@ func SetSweeper(sweep func(Abandoned)) {
 func abandon(path, id string, data []byte) {
 	sweep := sweeper.Load()
 	if sweep == nil {
-		os.Remove(path)
 		return
 	}
 	if _, busy := sweeping.LoadOrStore(path, struct{}{}); busy {

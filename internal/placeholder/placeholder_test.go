@@ -507,9 +507,6 @@ func TestKilledSession(t *testing.T) {
 
 	// While the helper's session is alive, a run that ends leaves its
 	// placeholders; its record is a run going on, not one abandoned.
-	swept := make(chan placeholder.Abandoned, 4)
-	placeholder.SetSweeper(func(a placeholder.Abandoned) { swept <- a })
-	defer placeholder.SetSweeper(nil)
 	s := begin(t, top)
 	end(t, s)
 	if got := describe(t, f); got != `file ""` {
@@ -528,6 +525,20 @@ func TestKilledSession(t *testing.T) {
 		t.Fatalf("the killed run left manifests %q, want one", ms)
 	}
 
+	// Found by a process that has no sweeper (it has no bwrap to end what
+	// the run left), the record stays, for one that has.
+	record := filepath.Join(top, "state", "runs", "active", "r-"+helperID)
+	placeholder.SetSweeper(nil)
+	if ws := placeholder.Running(filepath.Join(top, "state"), ws); ws != "" {
+		t.Fatalf("the killed run is reported running in %s", ws)
+	}
+	if _, err := os.Stat(record); err != nil {
+		t.Fatalf("the killed run's record went with no sweep: %v", err)
+	}
+	swept := make(chan placeholder.Abandoned, 4)
+	placeholder.SetSweeper(func(a placeholder.Abandoned) { swept <- a })
+	defer placeholder.SetSweeper(nil)
+
 	// The next run to end last cleans up what the killed one left; it
 	// says it found a run that died before it ended (whose sandbox may
 	// outlive it), and the run after it does not.
@@ -542,7 +553,7 @@ func TestKilledSession(t *testing.T) {
 	}
 	end(t, s)
 	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(top, "state", "runs", "active", "r-"+helperID)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(record); errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 		if i > 500 {
