@@ -74,6 +74,12 @@ type Spec struct {
 	// cgroups). The leave it returns runs on the same thread once the
 	// root has started (or failed to).
 	Enter func() (leave func(), err error)
+	// Started, if set, runs on the thread that forked the root, once the
+	// root has started and leave has run, before Start returns: for what
+	// the root waits on (bwrap reads its options from a pipe), which
+	// would otherwise wait until the caller is scheduled again — on a
+	// busy or fresh process, a new thread and hundreds of microseconds.
+	Started func(pid int)
 	// Logger receives debug records (discarded if nil).
 	Logger *slog.Logger
 }
@@ -181,6 +187,9 @@ func Start(s Spec) (*Tree, error) {
 		if err != nil {
 			started <- err
 			return
+		}
+		if s.Started != nil {
+			s.Started(cmd.Process.Pid)
 		}
 		// Another goroutine waits for the root; this one parks until it
 		// has exited, which hands its processor to the caller at once (a

@@ -271,7 +271,7 @@ func (p *Pool) run(ctx context.Context, s Spec) (o substrate.Outcome, err error,
 		if o, err, ok := p.call(ctx, w, s, script); ok {
 			// The sandbox built to compare is not needed: its session
 			// goes (the pooled one's holds the placeholders).
-			r := &running{s: s, sb: sb, prepared: func() error { return nil }, addErr: func() error { return nil }}
+			r := &running{s: s, sb: sb, prepared: func() error { return nil }}
 			r.end()
 			o.Pooled = err == nil
 			return o, err, true

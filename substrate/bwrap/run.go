@@ -125,7 +125,6 @@ type running struct {
 	table    *table // a pooled sandbox's mount table, open since it was made
 	base     string // and what it was when the sandbox was ready
 	prepared func() error
-	addErr   func() error
 	// stopEgress ends the egress proxy's service of the run, or is nil.
 	stopEgress func()
 }
@@ -138,7 +137,6 @@ func (r *running) end() {
 	if r.stopEgress != nil {
 		r.stopEgress()
 	}
-	r.addErr() // before the group's Close, which must not race Add
 	if r.table != nil {
 		r.table.close()
 	}
@@ -173,18 +171,8 @@ var releaseHook func(released bool)
 // is left. A bwrap that ended before it reported a sandbox is not an
 // error here: finish says what it was.
 func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *running, err error) {
-	// The host side is prepared while bwrap is found, checked, forked
-	// and loaded: bwrap starts first and waits for its options on a pipe.
-	sb := built
-	prep := make(chan error, 1)
-	if sb == nil {
-		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
-		go func() { prep <- sb.build(s.Environ) }()
-	} else {
-		prep <- nil
-	}
-	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep }), addErr: func() error { return nil }}
-	// The run's cgroups, made ahead or meanwhile: bwrap is born in them.
+	// The run's cgroups, made ahead or meanwhile: bwrap is born in them,
+	// and cannot start before them.
 	made := make(chan *limits.Group, 1)
 	var madeErr error
 	if g := s.Groups.take(s.Policy.limits); g != nil {
@@ -196,6 +184,17 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			made <- g
 		}()
 	}
+	// The host side is prepared while bwrap is found, checked, forked
+	// and loaded: bwrap starts first and waits for its options on a pipe.
+	sb := built
+	prep := make(chan error, 1)
+	if sb == nil {
+		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
+		go func() { prep <- sb.build(s.Environ) }()
+	} else {
+		prep <- nil
+	}
+	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep })}
 	group := sync.OnceValue(func() *limits.Group { return <-made })
 	defer func() {
 		if err != nil {
@@ -227,60 +226,59 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// command a session), killed should the thread that forks it die.
 	cmd.SysProcAttr = bwrapAttr()
 	s.Logger.Debug("run", "policy", s.Policy.String(), "bwrap", bin, "command", s.Command)
-	t, err := proc.Start(proc.Spec{
-		Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace,
-		Supervised: true, FreshKeyring: true, Enter: grp.Enter, Logger: s.Logger,
-	})
-	sb.launched()
 	// bwrap is born in the run's cgroups (the thread that forks it enters
 	// them first: moving a whole process, v1, waits for the kernel's RCU,
 	// milliseconds). It gets its rlimits while the host side is still
 	// being prepared, and its options only after that: the sandbox's
 	// processes inherit them, and the user namespace bwrap creates keeps
 	// the RLIMIT_NPROC its creator had then as the bound of every count
-	// inside it.
-	added := make(chan error, 1)
-	if err == nil {
-		go func() {
-			if s.Policy.toolAS() > 0 {
-				added <- grp.AddLeavingAS(t.Pid())
-				return
-			}
-			added <- grp.Add(t.Pid())
-		}()
-	} else {
-		added <- nil
+	// inside it. All of it on the thread that forked bwrap, as soon as
+	// bwrap has started: bwrap, loaded, waits for its options, and the
+	// caller may not be scheduled again for a while.
+	var addErr, prepErr error
+	sent := func(pid int) {
+		if s.Policy.toolAS() > 0 {
+			addErr = grp.AddLeavingAS(pid)
+		} else {
+			addErr = grp.Add(pid)
+		}
+		// (A bwrap that is gone already gets no option; what it did is
+		// judged by finish, as for any bwrap that ends early.)
+		if prepErr = r.prepared(); prepErr != nil || addErr != nil && !errors.Is(addErr, limits.ErrGone) {
+			return // it never gets an option: it never sets anything up
+		}
+		if err := sb.sendArgs(); err != nil {
+			// bwrap is gone already (EPIPE): what it said is its failure.
+			s.Logger.Debug("cannot hand bwrap its options", "err", err)
+		}
 	}
-	r.addErr = sync.OnceValue(func() error { return <-added })
+	t, err := proc.Start(proc.Spec{
+		Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace,
+		Supervised: true, FreshKeyring: true, Enter: grp.Enter, Started: sent, Logger: s.Logger,
+	})
+	sb.launched()
 	var keyErr *proc.KeyringError
 	var enterErr *proc.EnterError
-	prepErr := r.prepared()
 	switch {
-	case prepErr != nil && err == nil:
-		t.Kill() // before it gets any option: it never sets anything up
+	case err == nil && prepErr != nil:
+		t.Kill()
 		sb.Close()
 		t.Wait(ctx)
 		return nil, prepErr
-	case prepErr != nil:
-		return nil, prepErr
+	case err == nil && addErr != nil && !errors.Is(addErr, limits.ErrGone):
+		t.Kill()
+		sb.Close()
+		t.Wait(ctx)
+		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: addErr, detail: addErr.Error()}
+	case err == nil:
+	case r.prepared() != nil:
+		return nil, r.prepared()
 	case errors.As(err, &keyErr), errors.As(err, &enterErr):
 		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err}
-	case err != nil:
+	default:
 		return nil, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
 	}
 	r.t, r.bin, r.grp = t, bin, grp
-	// (A bwrap that is gone already got no option; what it did is
-	// judged by finish, as for any bwrap that ends early.)
-	if err := r.addErr(); err != nil && !errors.Is(err, limits.ErrGone) {
-		t.Kill() // before it gets any option
-		sb.Close()
-		t.Wait(ctx)
-		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
-	}
-	if err := sb.sendArgs(); err != nil {
-		// bwrap is gone already (EPIPE): what it said is its failure.
-		s.Logger.Debug("cannot hand bwrap its options", "err", err)
-	}
 
 	// The sandbox's init, reported by bwrap right after it created the
 	// namespaces: verified, it is what the run outlasts.
