@@ -143,12 +143,15 @@ func (r *running) end() {
 	sess := r.sb.takeSession()
 	r.sb.Close()
 	last := func() {
+		// Two file systems, no order between them.
+		var cgroups sync.WaitGroup
 		if r.grp != nil {
-			r.grp.Close()
+			cgroups.Go(func() { r.grp.Close() })
 		}
 		if sess != nil {
 			sess.End()
 		}
+		cgroups.Wait()
 		r.s.Groups.refill(r.s.Policy.limits)
 	}
 	if r.s.Later != nil {
