@@ -138,9 +138,6 @@ type Group struct {
 // processes that run in them beside the tool's (bwrap and the sandbox's
 // init: 2).
 func (p Plan) Start(extra int) (*Group, error) {
-	if p.Memory == Cgroup1 || p.Pids == Cgroup1 {
-		sweepOnce.Do(func() { go sweep(p.host.V1, time.Now().Add(-sweepAge)) })
-	}
 	var name [8]byte
 	rand.Read(name[:])
 	// The owner in the name: another cordon process removes the cgroup,
@@ -360,6 +357,17 @@ func (g *Group) Close() error {
 const sweepAge = 10 * time.Minute
 
 var sweepOnce sync.Once
+
+// Sweep starts, once in the life of the process, the sweep of the cgroups
+// of runs whose cordon is gone (see sweep) in the background. A run calls
+// it once its tool runs, off the path of the setting up, where the look
+// would compete with the run for the processor.
+func (g *Group) Sweep() {
+	if g == nil || len(g.dirs) == 0 {
+		return
+	}
+	sweepOnce.Do(func() { go sweep(g.plan.host.V1, time.Now().Add(-sweepAge)) })
+}
 
 // sweep removes the cgroups of runs whose cordon is gone without removing
 // them (killed, a server whose waiting sandboxes died with it), beside

@@ -37,6 +37,9 @@ func (g *Group) MemoryExceeded() bool { return false }
 // PidsExceeded is false outside Linux.
 func (g *Group) PidsExceeded() bool { return false }
 
+// Sweep does nothing outside Linux.
+func (g *Group) Sweep() {}
+
 // Close does nothing outside Linux.
 func (g *Group) Close() error { return nil }
 

@@ -284,12 +284,21 @@ func ensureDirs(stateDir, key string) ([3]string, error) {
 // maxRecord bounds one record of the registry of runs.
 const maxRecord = 8 << 10
 
+// maxSpares bounds the spare records a registry of runs keeps.
+const maxSpares = 8
+
 // record adds a record of a run of workspace to the registry dir and
-// returns it, held locked for as long as the run lasts. It is made under
-// a temporary name and locked before it is renamed into place, so that no
-// one sees it unlocked.
+// returns it, held locked for as long as the run lasts. It is locked
+// before it takes its name, so that no one sees it unlocked: a spare
+// record (s-*) that a run ended left, or else a new file made under a
+// temporary name. On a journaling file system making a file costs several
+// times renaming one (ext4 on a virtual disk: ~80–300 µs against ~17 µs).
 func record(dir, workspace, name string) (*os.File, string, error) {
-	tmp, path := filepath.Join(dir, ".t-"+name), filepath.Join(dir, "r-"+name)
+	path := filepath.Join(dir, "r-"+name)
+	if f := takeSpare(dir, path, workspace); f != nil {
+		return f, path, nil
+	}
+	tmp := filepath.Join(dir, ".t-"+name)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, "", err
@@ -305,6 +314,54 @@ func record(dir, workspace, name string) (*os.File, string, error) {
 		return nil, "", err
 	}
 	return f, path, nil
+}
+
+// spareRecords lists the spare records of the registry dir.
+func spareRecords(dir string) []string {
+	names, _ := readNames(dir)
+	var spares []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "s-") {
+			spares = append(spares, n)
+		}
+	}
+	return spares
+}
+
+// takeSpare makes a spare record of the registry dir the record path of
+// a run of workspace — locked, emptied and written before it is renamed —
+// and returns it, or nil when there is none to take (at most three are
+// tried).
+func takeSpare(dir, path, workspace string) *os.File {
+	for i, n := range spareRecords(dir) {
+		if i == 3 {
+			break
+		}
+		p := filepath.Join(dir, n)
+		f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue // taken meanwhile
+		}
+		// Locked, and still the spare of that name: another run that took
+		// it first holds its lock for as long as it runs, and renamed it.
+		var held, named unix.Stat_t
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil || unix.Fstat(int(f.Fd()), &held) != nil ||
+			unix.Lstat(p, &named) != nil || held.Dev != named.Dev || held.Ino != named.Ino || held.Mode&unix.S_IFMT != unix.S_IFREG {
+			f.Close()
+			continue
+		}
+		if f.Truncate(0) != nil || writeAll(f, workspace) != nil || renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, path) != nil {
+			f.Close()
+			continue
+		}
+		return f
+	}
+	return nil
+}
+
+func writeAll(f *os.File, s string) error {
+	_, err := f.WriteString(s)
+	return err
 }
 
 // Running returns the workspace at or below workspace (absolute,
@@ -428,10 +485,22 @@ func (s *Session) Note(process string) error {
 // tell what a killed one left ([Abandoned]).
 func (s *Session) ID() string { return strings.TrimPrefix(filepath.Base(s.recordAt), "r-") }
 
-// release lets go of every lock the session holds, and of its record.
+// release lets go of every lock the session holds, and of its record: it
+// becomes a spare for a later run to take (renamed while still locked, so
+// that no one sees it as a run's record unlocked), or goes when the
+// registry has spares enough.
 func (s *Session) release() {
 	if s.active != nil {
-		os.Remove(s.recordAt)
+		keep := false
+		if dir := filepath.Dir(s.recordAt); len(spareRecords(dir)) < maxSpares {
+			var rnd [8]byte
+			rand.Read(rnd[:])
+			spare := filepath.Join(dir, "s-"+hex.EncodeToString(rnd[:]))
+			keep = renameNoReplace(unix.AT_FDCWD, s.recordAt, unix.AT_FDCWD, spare) == nil
+		}
+		if !keep {
+			os.Remove(s.recordAt)
+		}
 		s.active.Close()
 		s.active = nil
 	}

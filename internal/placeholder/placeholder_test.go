@@ -948,3 +948,132 @@ func TestNestedRunsNeverOverlap(t *testing.T) {
 		}
 	}
 }
+
+// activeRecords lists the registry of runs below top: run records (r-*)
+// and spare records (s-*).
+func activeRecords(t *testing.T, top string) (runs, spares []string) {
+	t.Helper()
+	runs, _ = filepath.Glob(filepath.Join(top, "state", "runs", "active", "r-*"))
+	spares, _ = filepath.Glob(filepath.Join(top, "state", "runs", "active", "s-*"))
+	return runs, spares
+}
+
+// TestSpareRecords: a run's record, once the run ended, stays as a spare,
+// which the next run takes — the same file, emptied of what the last run
+// noted, locked before it is named a run's — and which no one takes for
+// a run going on; the spares are bounded.
+func TestSpareRecords(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	s := begin(t, top)
+	if err := s.Note("process of the first run"); err != nil {
+		t.Fatal(err)
+	}
+	end(t, s)
+	runs, spares := activeRecords(t, top)
+	if len(runs) != 0 || len(spares) != 1 {
+		t.Fatalf("after a run ended: records %q, spares %q; want none and one", runs, spares)
+	}
+	spare := inode(t, spares[0])
+	if got := placeholder.Running(state, ws); got != "" {
+		t.Fatalf("Running with only a spare record = %q, want none", got)
+	}
+
+	s = begin(t, top)
+	runs, spares = activeRecords(t, top)
+	if len(runs) != 1 || len(spares) != 0 || inode(t, runs[0]) != spare {
+		t.Fatalf("the next run made records %q, left spares %q; want it to take the spare (inode %d)", runs, spares, spare)
+	}
+	data, err := os.ReadFile(runs[0])
+	if err != nil || string(data) != ws {
+		t.Fatalf("the taken record holds %q (%v), want only the workspace", data, err)
+	}
+	if f, err := os.Open(runs[0]); err == nil {
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			t.Error("the taken record is not locked")
+		}
+		f.Close()
+	}
+	if got := placeholder.Running(state, ws); got != ws {
+		t.Errorf("Running during the run = %q, want %q", got, ws)
+	}
+	end(t, s)
+
+	// Many runs at once, then none: at most maxSpares (8) stay.
+	var sessions []*placeholder.Session
+	for range 12 {
+		other := filepath.Join(top, "outside", fmt.Sprintf("w%d", len(sessions)))
+		if err := os.Mkdir(other, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s, err := placeholder.Begin(state, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	for _, s := range sessions {
+		end(t, s)
+	}
+	if runs, spares := activeRecords(t, top); len(runs) != 0 || len(spares) > 8 {
+		t.Errorf("after 12 runs at once: %d records, %d spares; want none and at most 8", len(runs), len(spares))
+	}
+}
+
+// TestSpareRecordsHammer: runs that begin and end at once never share a
+// record, and every run's record names its own workspace.
+func TestSpareRecordsHammer(t *testing.T) {
+	const goroutines, rounds = 12, 25
+	top := layout(t)
+	state := filepath.Join(top, "state")
+	var mu sync.Mutex
+	live := map[uint64]int{} // record inode -> goroutine holding it
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*rounds)
+	for g := range goroutines {
+		ws := filepath.Join(top, "outside", fmt.Sprintf("h%d", g))
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				s, err := placeholder.Begin(state, ws)
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d round %d: Begin: %w", g, r, err)
+					return
+				}
+				rec := filepath.Join(state, "runs", "active", "r-"+s.ID())
+				var st unix.Stat_t
+				if err := unix.Lstat(rec, &st); err != nil {
+					errs <- fmt.Errorf("goroutine %d round %d: its record: %w", g, r, err)
+				} else {
+					mu.Lock()
+					if other, ok := live[st.Ino]; ok {
+						errs <- fmt.Errorf("goroutine %d round %d: record inode %d is goroutine %d's too", g, r, st.Ino, other)
+					}
+					live[st.Ino] = g
+					mu.Unlock()
+					if data, err := os.ReadFile(rec); err != nil || string(data) != ws {
+						errs <- fmt.Errorf("goroutine %d round %d: its record holds %q (%v)", g, r, data, err)
+					}
+				}
+				mu.Lock()
+				delete(live, st.Ino)
+				mu.Unlock()
+				if err := s.End(); err != nil {
+					errs <- fmt.Errorf("goroutine %d round %d: End: %w", g, r, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if runs, spares := activeRecords(t, top); len(runs) != 0 || len(spares) > 8 {
+		t.Errorf("after every run ended: %d records, %d spares", len(runs), len(spares))
+	}
+}

@@ -329,6 +329,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		}
 		r.verified, r.initPID = true, rec.ChildPID
 		initKnown <- rec.ChildPID
+		grp.Sweep()
 		return r, nil
 	case <-time.After(initWait):
 		refused = Unavailable(fmt.Errorf("%s reported no sandbox within %v", bin, initWait))
@@ -373,11 +374,14 @@ func boundInit(pid int, lim limits.Plan) error {
 func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	defer r.end()
 	watch := r.watchMounts()
-	o := r.t.Wait(ctx)
-	// What the limits saw is read while the mount table is read the last
-	// time.
+	// What the limits saw is read once bwrap has exited, while the mount
+	// table is read the last time and the output collected.
 	limitNotes := make(chan []string, 1)
-	go func() { limitNotes <- r.grp.Notes() }()
+	go func() {
+		<-r.t.Exited()
+		limitNotes <- r.grp.Notes()
+	}()
+	o := r.t.Wait(ctx)
 	changed := watch.done()
 	// Every process of the run is gone: what it left in the index is
 	// final.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -68,6 +69,7 @@ func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 	if h.IsZero() {
 		h = harness.Default()
 	}
+	names := stateNames(h)
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
@@ -80,7 +82,7 @@ func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 		if st.Mode&0o022 != 0 && (st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISVTX == 0) {
 			return "", refuse(fmt.Sprintf("%s is writable by group or others (mode %#o)", p, st.Mode&0o7777))
 		}
-		if p != real && wasWorkspace(p, h) {
+		if p != real && wasWorkspace(p, h, names) {
 			return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands may have run", p))
 		}
 		if p == "/" {
@@ -96,8 +98,9 @@ func WithinAWorkspace(p string, h harness.Config) (string, bool) {
 	if h.IsZero() {
 		h = harness.Default()
 	}
+	names := stateNames(h)
 	for d := p; ; d = filepath.Dir(d) {
-		if wasWorkspace(d, h) {
+		if wasWorkspace(d, h, names) {
 			return d, true
 		}
 		if d == "/" || d == "." {
@@ -106,15 +109,27 @@ func WithinAWorkspace(p string, h harness.Config) (string, bool) {
 	}
 }
 
+// stateNames are the harness state names of h and of the default
+// configuration, each once.
+func stateNames(h harness.Config) []string {
+	names := h.State()
+	for _, n := range harness.Default().State() {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // wasWorkspace reports whether dir has been a cordon workspace: this
 // user's state directory keeps a record of its runs, or it holds harness
-// state of h's or of the default configuration's.
-func wasWorkspace(dir string, h harness.Config) bool {
+// state named in names ([stateNames] of h).
+func wasWorkspace(dir string, h harness.Config, names []string) bool {
 	var st unix.Stat_t
 	if unix.Lstat(filepath.Join(h.StateDir(), "runs", placeholder.Key(dir)), &st) == nil {
 		return true
 	}
-	for _, name := range append(h.State(), harness.Default().State()...) {
+	for _, name := range names {
 		if unix.Lstat(filepath.Join(dir, name), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			return true
 		}

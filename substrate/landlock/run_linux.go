@@ -177,6 +177,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	}
 	cfgW.Write(data)
 	cfgW.Close()
+	grp.Sweep()
 	line, _ := bufio.NewReader(io.LimitReader(statusR, 8192)).ReadString('\n')
 	o := t.Wait(ctx)
 	line = strings.TrimSpace(line)
