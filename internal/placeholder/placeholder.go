@@ -329,7 +329,7 @@ func spareRecords(dir string) []string {
 }
 
 // takeSpare makes a spare record of the registry dir the record path of
-// a run of workspace — locked, emptied and written before it is renamed —
+// a run of workspace — locked, written over before it is renamed —
 // and returns it, or nil when there is none to take (at most three are
 // tried).
 func takeSpare(dir, path, workspace string) *os.File {
@@ -350,7 +350,11 @@ func takeSpare(dir, path, workspace string) *os.File {
 			f.Close()
 			continue
 		}
-		if f.Truncate(0) != nil || writeAll(f, workspace) != nil || renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, path) != nil {
+		// Written over, then cut to the workspace's length: a truncate to
+		// zero frees the file's block, which on ext4 mounted with discard
+		// waits for the device (~0.2 ms here, against ~5 µs).
+		if n, err := f.WriteString(workspace); err != nil || n != len(workspace) || f.Truncate(int64(n)) != nil ||
+			renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, path) != nil {
 			f.Close()
 			continue
 		}
@@ -359,10 +363,6 @@ func takeSpare(dir, path, workspace string) *os.File {
 	return nil
 }
 
-func writeAll(f *os.File, s string) error {
-	_, err := f.WriteString(s)
-	return err
-}
 
 // Running returns the workspace at or below workspace (absolute,
 // canonical) where a run recorded in stateDir's registry of runs is going
