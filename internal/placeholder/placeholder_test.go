@@ -1077,3 +1077,65 @@ func TestSpareRecordsHammer(t *testing.T) {
 		t.Errorf("after every run ended: %d records, %d spares", len(runs), len(spares))
 	}
 }
+
+// spareManifestsOf lists the spare manifests below top.
+func spareManifestsOf(t *testing.T, top string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(top, "state", "runs", "*", "sm-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestSpareManifests: the run that cleans up keeps the manifests as
+// spares (emptied), and a later run records into one: a run killed after
+// it did so still has its placeholders removed by the next run to end.
+func TestSpareManifests(t *testing.T) {
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	s := begin(t, top)
+	create(t, s, filepath.Join(ws, ".vscode"), true, "")
+	create(t, s, filepath.Join(ws, ".envrc"), false, "")
+	end(t, s)
+	spares := spareManifestsOf(t, top)
+	if ms := manifests(t, top); len(ms) != 0 || len(spares) != 1 {
+		t.Fatalf("after the run: manifests %q, spares %q; want none and one", ms, spares)
+	}
+	if data, err := os.ReadFile(spares[0]); err != nil || string(data) != "\n" {
+		t.Fatalf("the spare holds %q (%v), want an empty line", data, err)
+	}
+	spare := inode(t, spares[0])
+
+	// A run killed after it recorded into the spare.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "CORDON_PLACEHOLDER_WS="+ws, "CORDON_PLACEHOLDER_STATE="+filepath.Join(top, "state"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready ") {
+		t.Fatalf("helper: %q", line)
+	}
+	ms := manifests(t, top)
+	if len(ms) != 1 || inode(t, ms[0]) != spare || len(spareManifestsOf(t, top)) != 0 {
+		t.Fatalf("the helper's manifest %q is not the spare (inode %d); spares left %q", ms, spare, spareManifestsOf(t, top))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	s = begin(t, top)
+	end(t, s)
+	for _, p := range []string{filepath.Join(ws, "d", "f"), filepath.Join(ws, "d")} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the killed run's placeholder %s stays after the next run ended: %v", p, err)
+		}
+	}
+	if ms := manifests(t, top); len(ms) != 0 {
+		t.Errorf("manifests left: %q", ms)
+	}
+}
