@@ -62,3 +62,7 @@ func nsInode(pid, ns string) (uint64, error) {
 func bwrapAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// pipeUnread returns the bytes that wait in the pipe of fd, either end
+// (FIONREAD, which is TIOCINQ on Linux).
+func pipeUnread(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCINQ) }

@@ -12,4 +12,6 @@ func closeOnExecAll() error { return nil }
 
 func nsInode(string, string) (uint64, error) { return 0, errors.ErrUnsupported }
 
+func pipeUnread(int) (int, error) { return 0, errors.ErrUnsupported }
+
 func bwrapAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -60,14 +60,15 @@ func (w *mountWatch) watch(r *running) {
 	defer close(w.ended)
 	t := r.table
 	if t == nil {
-		// The table is final once the init has started the command. (A
-		// run over before the first look, a millisecond, goes unwatched.)
-		for i := 0; !r.initHasChild(); i++ {
+		// The table is final once the init has taken its release: it
+		// mounts nothing after, and starts the command. (A run over
+		// before the first look, a millisecond, goes unwatched.)
+		for i := 0; !r.sb.releaseTaken(); i++ {
 			if w.stopped(time.Millisecond) {
 				return
 			}
 			if i == 5000 {
-				w.changedTo(r, []string{"no command seen in 5s: the table cannot be watched"})
+				w.changedTo(r, []string{"the sandbox's init did not take its release in 5s: the table cannot be watched"})
 				return
 			}
 		}
@@ -139,12 +140,6 @@ func (w *mountWatch) watch(r *running) {
 			return
 		}
 	}
-}
-
-// initHasChild reports whether the sandbox's init has started a process.
-func (r *running) initHasChild() bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", r.initPID, r.initPID))
-	return err == nil && len(strings.Fields(string(data))) > 0
 }
 
 // changedTo stops the run: its mounts changed.

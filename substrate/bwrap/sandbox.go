@@ -793,16 +793,18 @@ func (s *Sandbox) readStatus(r io.Reader) {
 }
 
 // launched closes this process's copies of the descriptors the command
-// inherited. Call it once the command's Start has returned.
+// inherited, but for the reading end of the block descriptor, which
+// [Sandbox.releaseTaken] asks about. Call it once the command's Start has
+// returned.
 func (s *Sandbox) launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl} {
+	for _, f := range []*os.File{s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.blockR, s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl = nil, nil, nil, nil, nil, nil
+	s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl = nil, nil, nil, nil, nil
 }
 
 // release lets the command start: bwrap reads one byte on its block
@@ -817,6 +819,29 @@ func (s *Sandbox) release() error {
 	s.blockW.Close()
 	s.blockW = nil
 	return err
+}
+
+// releaseTaken reports whether the sandbox's init has read the byte that
+// released it ([Sandbox.release]): bwrap mounts nothing after that read,
+// so the sandbox's mount table is final. The kernel says how many bytes
+// wait in the block pipe (FIONREAD on this process's reading end): one
+// syscall, where reading the init's children in /proc is three.
+func (s *Sandbox) releaseTaken() bool {
+	s.mu.Lock()
+	f, released := s.blockR, s.blockW == nil
+	s.mu.Unlock()
+	if f == nil || !released {
+		return false
+	}
+	c, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n, ioErr := -1, error(nil)
+	if err := c.Control(func(fd uintptr) { n, ioErr = pipeUnread(int(fd)) }); err != nil || ioErr != nil {
+		return false
+	}
+	return n == 0
 }
 
 // takeSession hands over the sandbox's placeholder session, which Close
