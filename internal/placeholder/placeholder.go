@@ -396,9 +396,17 @@ func runningWithin(dir, self, workspace string, orAt bool) string {
 			continue
 		}
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			// Its run is gone. A session ended removes its record: this
-			// one's process died during its run. What it noted is all
-			// there now.
+			// Its run is gone. A session ended renames its record away (a
+			// spare) or removes it: still of this name, this one's
+			// process died during its run. What it noted is all there now.
+			// (Opened before its run ended, the file may since have been
+			// a spare and another run's record: then it is not this
+			// name's any more, and nothing to sweep.)
+			var held, named unix.Stat_t
+			if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(p, &named) != nil || held.Dev != named.Dev || held.Ino != named.Ino {
+				f.Close()
+				continue
+			}
 			data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 			f.Close()
 			abandon(p, strings.TrimPrefix(n, "r-"), data)
@@ -663,8 +671,12 @@ func spareManifests(dir string) []string {
 // and reports whether it did. Called with the workspace's lock held
 // exclusively (clean).
 func spareManifest(m string) bool {
-	f, err := os.OpenFile(m, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(m, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		return false
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
 		return false
 	}
 	_, err = f.WriteAt([]byte{'\n'}, 0)
@@ -693,7 +705,13 @@ func takeSpareManifest(dir, name string) *os.File {
 		if renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, name) != nil {
 			continue
 		}
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			if st, serr := f.Stat(); serr != nil || !st.Mode().IsRegular() {
+				f.Close()
+				err = fs.ErrInvalid
+			}
+		}
 		if err != nil {
 			os.Remove(name)
 			continue

@@ -805,3 +805,39 @@ func TestSwappedBwrapLinkNeverRuns(t *testing.T) {
 		t.Errorf("the swapped-in program ran on the host %d times", strings.Count(string(data), "x"))
 	}
 }
+
+// TestABwrapThatDiesBeforeItsOptionsEndsTheRun: a bwrap that exits
+// without reading its options, which do not fit in a pipe, ends the run
+// at once — the write of the options fails (EPIPE) rather than wait for
+// a reader that is gone — and nothing ran.
+func TestABwrapThatDiesBeforeItsOptionsEndsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "quits")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	// Read-only binds enough for options well past a pipe's 64 KiB.
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 200))
+	var ro []string
+	for i := range 600 {
+		p := fmt.Sprintf("%s-%03d", long, i)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ro = append(ro, p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), Spec{Policy: newPolicy(ws).WithReadOnly(ro...), Bwrap: fake, Command: []string{"true"}, Timeout: 5 * time.Second})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run of a bwrap that quit before its options succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run hangs on a bwrap that quit before its options")
+	}
+}

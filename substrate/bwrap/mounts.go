@@ -61,7 +61,8 @@ func (w *mountWatch) watch(r *running) {
 	t := r.table
 	if t == nil {
 		// The table is final once the init has taken its release: it
-		// mounts nothing after, and starts the command. (A run over
+		// mounts nothing after, and starts the command
+		// ([Sandbox.releaseTaken]). (A run over
 		// before the first look, a millisecond, goes unwatched.)
 		for i := 0; !r.sb.releaseTaken(); i++ {
 			if w.stopped(time.Millisecond) {

@@ -5,6 +5,7 @@ package bwrap
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,5 +218,33 @@ func TestTheDeadlineCountsFromTheRelease(t *testing.T) {
 		t.Errorf("the command ran %v with a 300ms deadline: the deadline counted from when the caller waited", ran)
 	} else {
 		t.Logf("the command ran %v (deadline 300ms; the caller waited from 2s after the release)", ran)
+	}
+}
+
+// TestTheCommandCannotHoldOffTheWatch: the mount watch's first look comes
+// once the sandbox's init has taken its release, which the command cannot
+// fake or hold off — here it writes a byte into the block pipe through its
+// init's --sync-fd (/proc/1/fd/7), which would read as "not yet taken" to a
+// watch that asked that pipe.
+func TestTheCommandCannotHoldOffTheWatch(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	spec := Spec{Policy: newPolicy(ws), Command: []string{"/bin/sh", "-c", "(printf x > /proc/1/fd/7) 2>/dev/null; echo wrote > wrote; sleep 3"},
+		Environ: os.Environ(), Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second}
+	r, err := launch(context.Background(), spec, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.finish(context.Background())
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for {
+		_, werr := os.Stat(filepath.Join(ws, "wrote"))
+		if werr == nil && r.sb.releaseTaken() {
+			return // the command wrote, and the release still reads as taken
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("2.5 s after the release: the command wrote its byte (%v), the release reads as taken: %v", werr == nil, r.sb.releaseTaken())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

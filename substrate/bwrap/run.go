@@ -240,6 +240,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// caller may not be scheduled again for a while.
 	var addErr, prepErr error
 	sent := func(pid int) {
+		sb.launched()
 		if s.Policy.toolAS() > 0 {
 			addErr = grp.AddLeavingAS(pid)
 		} else {

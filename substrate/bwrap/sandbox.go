@@ -793,18 +793,20 @@ func (s *Sandbox) readStatus(r io.Reader) {
 }
 
 // launched closes this process's copies of the descriptors the command
-// inherited, but for the reading end of the block descriptor, which
+// inherited, but for the reading end of the seccomp pipe, which
 // [Sandbox.releaseTaken] asks about. Call it once the command's Start has
-// returned.
+// returned, and before bwrap gets its options: with no reading end of
+// its own, this process's write of the options fails (EPIPE) should
+// bwrap die first, rather than wait for ever on a full pipe.
 func (s *Sandbox) launched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, f := range []*os.File{s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl} {
+	for _, f := range []*os.File{s.blockR, s.statusW, s.argsR, s.scriptR, s.egressCtl} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.statusW, s.argsR, s.filterR, s.scriptR, s.egressCtl = nil, nil, nil, nil, nil
+	s.blockR, s.statusW, s.argsR, s.scriptR, s.egressCtl = nil, nil, nil, nil, nil
 }
 
 // release lets the command start: bwrap reads one byte on its block
@@ -821,14 +823,20 @@ func (s *Sandbox) release() error {
 	return err
 }
 
-// releaseTaken reports whether the sandbox's init has read the byte that
-// released it ([Sandbox.release]): bwrap mounts nothing after that read,
-// so the sandbox's mount table is final. The kernel says how many bytes
-// wait in the block pipe (FIONREAD on this process's reading end): one
-// syscall, where reading the init's children in /proc is three.
+// releaseTaken reports whether the sandbox's init has taken its release
+// ([Sandbox.release]): bwrap mounts nothing after it reads the byte on its
+// block descriptor, and right after that it reads its seccomp program to
+// the end — so once nothing waits in the seccomp pipe (FIONREAD on a
+// reading end this process keeps: one syscall, where reading the init's
+// children in /proc is three), the sandbox's mount table is final. Nothing
+// in the sandbox can write to that pipe: its one writing end was this
+// process's, closed once the program was in, and the init closes its
+// reading end before it starts the command. (The block pipe will not do:
+// the command reaches its writing end, the init's --sync-fd, through
+// /proc/1/fd, and could keep a byte in it.)
 func (s *Sandbox) releaseTaken() bool {
 	s.mu.Lock()
-	f, released := s.blockR, s.blockW == nil
+	f, released := s.filterR, s.blockW == nil
 	s.mu.Unlock()
 	if f == nil || !released {
 		return false
