@@ -316,28 +316,35 @@ func record(dir, workspace, name string) (*os.File, string, error) {
 	return f, path, nil
 }
 
-// spareRecords lists the spare records of the registry dir.
-func spareRecords(dir string) []string {
+// maxTakes bounds the spares one run tries to take.
+const maxTakes = 3
+
+// withPrefix returns the names in dir that begin with prefix (spares:
+// s-* records, sm-* manifests), as dir/name.
+func withPrefix(dir, prefix string) []string {
 	names, _ := readNames(dir)
-	var spares []string
+	return namesWith(dir, names, prefix)
+}
+
+func namesWith(dir string, names []string, prefix string) []string {
+	var out []string
 	for _, n := range names {
-		if strings.HasPrefix(n, "s-") {
-			spares = append(spares, n)
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, filepath.Join(dir, n))
 		}
 	}
-	return spares
+	return out
 }
 
 // takeSpare makes a spare record of the registry dir the record path of
 // a run of workspace — locked, written over before it is renamed —
-// and returns it, or nil when there is none to take (at most three are
+// and returns it, or nil when there is none to take (at most maxTakes are
 // tried).
 func takeSpare(dir, path, workspace string) *os.File {
-	for i, n := range spareRecords(dir) {
-		if i == 3 {
+	for i, p := range withPrefix(dir, "s-") {
+		if i == maxTakes {
 			break
 		}
-		p := filepath.Join(dir, n)
 		f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 		if err != nil {
 			continue // taken meanwhile
@@ -362,7 +369,6 @@ func takeSpare(dir, path, workspace string) *os.File {
 	}
 	return nil
 }
-
 
 // Running returns the workspace at or below workspace (absolute,
 // canonical) where a run recorded in stateDir's registry of runs is going
@@ -500,7 +506,7 @@ func (s *Session) ID() string { return strings.TrimPrefix(filepath.Base(s.record
 func (s *Session) release() {
 	if s.active != nil {
 		keep := false
-		if dir := filepath.Dir(s.recordAt); len(spareRecords(dir)) < maxSpares {
+		if dir := filepath.Dir(s.recordAt); len(withPrefix(dir, "s-")) < maxSpares {
 			var rnd [8]byte
 			rand.Read(rnd[:])
 			spare := filepath.Join(dir, "s-"+hex.EncodeToString(rnd[:]))
@@ -650,21 +656,10 @@ func (s *Session) record(e Entry) error {
 // maxSpareManifests bounds the spare manifests of a workspace.
 const maxSpareManifests = 4
 
-// spareManifests lists the spare manifests (sm-*) of a workspace's
-// directory of runs: manifests emptied by the run that cleaned up, kept
-// for later runs to record into. On ext4 mounted with discard, removing
-// a file that holds a block waits for the device (~0.2 ms here), and
-// making one costs ~0.1–0.3 ms; a spare costs a rename.
-func spareManifests(dir string) []string {
-	names, _ := readNames(dir)
-	var out []string
-	for _, n := range names {
-		if strings.HasPrefix(n, "sm-") {
-			out = append(out, filepath.Join(dir, n))
-		}
-	}
-	return out
-}
+// Spare manifests (sm-*) are manifests emptied by the run that cleaned
+// up, kept for later runs to record into. On ext4 mounted with discard,
+// removing a file that holds a block waits for the device (~0.2 ms here),
+// and making one costs ~0.1–0.3 ms; a spare costs a rename.
 
 // spareManifest empties the manifest m — one newline, which no reader
 // takes for an entry, so that its block stays — and renames it a spare,
@@ -698,8 +693,8 @@ func spareManifest(m string) bool {
 // to append to, or returns nil when there is none to take. Two runs that
 // take one at once get one each, or one makes its own: the rename decides.
 func takeSpareManifest(dir, name string) *os.File {
-	for i, p := range spareManifests(dir) {
-		if i == 3 {
+	for i, p := range withPrefix(dir, "sm-") {
+		if i == maxTakes {
 			break
 		}
 		if renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, name) != nil {
@@ -828,7 +823,7 @@ func clean(dir, reuse string) error {
 			errs = append(errs, err)
 		}
 	}
-	spares := len(spareManifests(dir))
+	spares := len(namesWith(dir, names, "sm-")) // as listed above: the lock is held exclusively, no run takes or adds one meanwhile
 	for _, m := range manifests {
 		if spares < maxSpareManifests && spareManifest(m) {
 			spares++

@@ -478,13 +478,13 @@ func replaceWithSymlink(t *testing.T, p, target string) {
 // TestKilledSession kills a process in the middle of its session, so that
 // it never ends it: its placeholders stay while another run holds the
 // workspace, and the next run to end last removes them.
-func TestKilledSession(t *testing.T) {
-	top := layout(t)
-	ws := filepath.Join(top, "ws")
-	d, f := filepath.Join(ws, "d"), filepath.Join(ws, "d", "f")
-
+// startHelper starts helperMain on top's workspace and state directory
+// and returns it, once it is ready, with its session's ID; it is killed
+// at the end of the test, if not before.
+func startHelper(t *testing.T, top string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", "CORDON_PLACEHOLDER_WS="+ws, "CORDON_PLACEHOLDER_STATE="+filepath.Join(top, "state"))
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "CORDON_PLACEHOLDER_WS="+filepath.Join(top, "ws"), "CORDON_PLACEHOLDER_STATE="+filepath.Join(top, "state"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -492,18 +492,24 @@ func TestKilledSession(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	killed := false
 	t.Cleanup(func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
+		cmd.Process.Kill()
+		cmd.Wait()
 	})
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	helperID, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ready ")
-	if !ok || helperID == "" {
+	id, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ready ")
+	if !ok || id == "" {
 		t.Fatalf("helper: %q", line)
 	}
+	return cmd, id
+}
+
+func TestKilledSession(t *testing.T) {
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	d, f := filepath.Join(ws, "d"), filepath.Join(ws, "d", "f")
+
+	cmd, helperID := startHelper(t, top)
 
 	// While the helper's session is alive, a run that ends leaves its
 	// placeholders; its record is a run going on, not one abandoned.
@@ -517,7 +523,7 @@ func TestKilledSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	killed = true
+
 	if got := describe(t, d); got != `dir ["f"]` {
 		t.Fatalf("after the kill, before another run, the placeholder is %s", got)
 	}
@@ -1108,19 +1114,7 @@ func TestSpareManifests(t *testing.T) {
 	spare := inode(t, spares[0])
 
 	// A run killed after it recorded into the spare.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", "CORDON_PLACEHOLDER_WS="+ws, "CORDON_PLACEHOLDER_STATE="+filepath.Join(top, "state"))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready ") {
-		t.Fatalf("helper: %q", line)
-	}
+	cmd, _ := startHelper(t, top)
 	ms := manifests(t, top)
 	if len(ms) != 1 || inode(t, ms[0]) != spare || len(spareManifestsOf(t, top)) != 0 {
 		t.Fatalf("the helper's manifest %q is not the spare (inode %d); spares left %q", ms, spare, spareManifestsOf(t, top))
