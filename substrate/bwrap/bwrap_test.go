@@ -841,3 +841,24 @@ func TestABwrapThatDiesBeforeItsOptionsEndsTheRun(t *testing.T) {
 		t.Fatal("Run hangs on a bwrap that quit before its options")
 	}
 }
+
+// TestACanceledRunNeverStarts: a run whose context is done before it
+// begins never lets its command start, however fast bwrap reports its
+// sandbox (the report and the cancellation both wait at once; a select
+// between them picks either).
+func TestACanceledRunNeverStarts(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	ran := filepath.Join(ws, "ran")
+	for i := range 60 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := Run(ctx, Spec{Policy: newPolicy(ws), Command: []string{"touch", ran}, Timeout: 5 * time.Second})
+		if err == nil {
+			t.Errorf("run %d: a canceled run reads as run", i)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("run %d: a canceled run's command ran", i)
+		}
+	}
+}

@@ -238,6 +238,10 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// inside it. All of it on the thread that forked bwrap, as soon as
 	// bwrap has started: bwrap, loaded, waits for its options, and the
 	// caller may not be scheduled again for a while.
+	canceled := func() error {
+		return &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
+			detail: "canceled before the sandbox was verified; the command was not let start"}
+	}
 	var addErr, prepErr error
 	sent := func(pid int) {
 		sb.launched()
@@ -248,7 +252,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		}
 		// (A bwrap that is gone already gets no option; what it did is
 		// judged by finish, as for any bwrap that ends early.)
-		if prepErr = r.prepared(); prepErr != nil || addErr != nil && !errors.Is(addErr, limits.ErrGone) {
+		if prepErr = r.prepared(); prepErr != nil || addErr != nil && !errors.Is(addErr, limits.ErrGone) || ctx.Err() != nil {
 			return // it never gets an option: it never sets anything up
 		}
 		if err := sb.sendArgs(); err != nil {
@@ -291,6 +295,13 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	case rec, ok := <-sb.status:
 		if !ok || rec.ChildPID <= 0 {
 			return r, nil // bwrap ended first: finish says why
+		}
+		if ctx.Err() != nil {
+			// Canceled as the sandbox was reported: a select between the
+			// two picks either, and a canceled call is never let start.
+			refused = canceled()
+			t.Kill()
+			break
 		}
 		if err := verifyInit(rec, s.Policy.network); err != nil {
 			t.Kill() // never released: the command does not start
@@ -339,8 +350,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		// Wait sees ctx too: the command never starts.
 		// Nothing was proved a sandbox: what ran (a bwrap that ignores
 		// its options runs the command at once) is not a sandboxed run.
-		refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
-			detail: "canceled before the sandbox was verified; the command was not let start"}
+		refused = canceled()
 		t.Kill()
 	}
 	t.Wait(ctx)
