@@ -191,6 +191,9 @@ func TestLimitsEndABombAndABalloon(t *testing.T) {
 		if !mentions(res.Mechanisms, "pids.max", "RLIMIT_NPROC", "linux.resources.pids") {
 			t.Errorf("the result names no process limit: %q", res.Mechanisms)
 		}
+		if mentions(res.Mechanisms, "pids.max") && !strings.Contains(strings.Join(res.Notes, "\n"), "process limit (32, cgroup)") {
+			t.Errorf("the result does not say that the run reached its process limit: %q", res.Notes)
+		}
 
 		mem, _ := capabilities.MemoryLimit(64 << 20)
 		balloon := `import sys

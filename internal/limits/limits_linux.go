@@ -131,6 +131,12 @@ type Group struct {
 	dirs  map[string]string // controller → the run's cgroup
 	nproc uint64            // RLIMIT_NPROC: the user's tasks before the run, plus the run's
 	born  bool              // Enter put the forking thread in every cgroup of the run
+	// counters are the run's event counts (memory.oom_control,
+	// memory.failcnt, pids.events), opened with the cgroups: read again
+	// from offset 0, each gives its current value, so what the limits saw
+	// is read when the run ends in one pread(2) a file — not an open,
+	// read and close each, on the path from the run's end to its outcome.
+	counters map[string]*os.File
 }
 
 // Start makes the run's cgroups (cordon-<random> below this process's),
@@ -143,7 +149,7 @@ func (p Plan) Start(extra int) (*Group, error) {
 	// The owner in the name: another cordon process removes the cgroup,
 	// and ends what still runs in it, once this one is gone.
 	id := "cordon-" + hex.EncodeToString(name[:]) + "-" + SelfID()
-	g := &Group{plan: p, extra: extra, id: id, dirs: map[string]string{}}
+	g := &Group{plan: p, extra: extra, id: id, dirs: map[string]string{}, counters: map[string]*os.File{}}
 	mk := func(c string, files ...string) error {
 		dir := filepath.Join(p.host.V1[c], id)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -154,6 +160,13 @@ func (p Plan) Start(extra int) (*Group, error) {
 			if err := writeFile(filepath.Join(dir, files[i]), files[i+1]); err != nil {
 				return err
 			}
+		}
+		for _, name := range counterFiles[c] {
+			f, err := os.Open(filepath.Join(dir, name))
+			if err != nil {
+				return fmt.Errorf("limits: cannot open %s of the cgroup %s: %w", name, dir, err)
+			}
+			g.counters[name] = f
 		}
 		return nil
 	}
@@ -289,11 +302,7 @@ func (g *Group) exists() bool {
 // MemoryExceeded reports whether the run reached its memory cgroup's limit
 // (the kernel's OOM killer then ended a process of it).
 func (g *Group) MemoryExceeded() bool {
-	dir, ok := g.dirs["memory"]
-	if !ok {
-		return false
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "memory.oom_control"))
+	data, err := g.counter("memory.oom_control")
 	if err != nil {
 		return false
 	}
@@ -302,18 +311,14 @@ func (g *Group) MemoryExceeded() bool {
 			return true
 		}
 	}
-	data, err = os.ReadFile(filepath.Join(dir, "memory.failcnt"))
+	data, err = g.counter("memory.failcnt")
 	return err == nil && strings.TrimSpace(string(data)) != "0"
 }
 
 // PidsExceeded reports whether a fork of the run failed at its pids
 // cgroup's limit.
 func (g *Group) PidsExceeded() bool {
-	dir, ok := g.dirs["pids"]
-	if !ok {
-		return false
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "pids.events"))
+	data, err := g.counter("pids.events")
 	if err != nil {
 		return false
 	}
@@ -321,10 +326,35 @@ func (g *Group) PidsExceeded() bool {
 	return ok && v != "0"
 }
 
+// counterFiles are the files of each controller whose counts Notes reads.
+var counterFiles = map[string][]string{
+	"memory": {"memory.oom_control", "memory.failcnt"},
+	"pids":   {"pids.events"},
+}
+
+// counter reads one of the run's counter files (counterFiles) from its
+// start; an error if the run has no cgroup of that controller.
+func (g *Group) counter(name string) ([]byte, error) {
+	f, ok := g.counters[name]
+	if !ok {
+		return nil, os.ErrNotExist
+	}
+	buf := make([]byte, 512) // memory.oom_control, the longest, is ~60 bytes
+	n, err := f.ReadAt(buf, 0)
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
 // Close kills whatever is left in the run's cgroups (nothing, after a run
 // whose tree was killed) and removes them.
 func (g *Group) Close() error {
 	var errs []error
+	for name, f := range g.counters {
+		f.Close()
+		delete(g.counters, name)
+	}
 	for _, c := range []string{"pids", "memory"} {
 		dir, ok := g.dirs[c]
 		if !ok {

@@ -95,6 +95,11 @@ type Tree struct {
 	errb    *capture.Buffer
 	drained chan struct{}
 	exited  chan struct{}
+	// waited is closed as Wait returns: the forking thread, kept until
+	// then, ends after the outcome is known rather than competing with
+	// the goroutines that collect it when the root exits.
+	waited   chan struct{}
+	waitDone sync.Once
 
 	mu      sync.Mutex
 	outlast []int // pidfds of processes Wait outlasts ([Tree.Outlast])
@@ -156,7 +161,7 @@ func Start(s Spec) (*Tree, error) {
 	t := &Tree{
 		spec: s, cmd: cmd, outR: outR, errR: errR,
 		out: capture.New(s.MaxOutput), errb: capture.New(s.MaxOutput),
-		drained: make(chan struct{}), exited: make(chan struct{}),
+		drained: make(chan struct{}), exited: make(chan struct{}), waited: make(chan struct{}),
 	}
 	t.started = time.Now()
 	t.ended = make(chan struct{})
@@ -191,16 +196,18 @@ func Start(s Spec) (*Tree, error) {
 		if s.Started != nil {
 			s.Started(cmd.Process.Pid)
 		}
-		// Another goroutine waits for the root; this one parks until it
-		// has exited, which hands its processor to the caller at once (a
-		// thread blocked in wait(2) would keep it until the scheduler
-		// took it back).
+		// Another goroutine waits for the root; this one parks until
+		// Wait has returned — the root has exited by then — which hands
+		// its processor to the caller at once (a thread blocked in
+		// wait(2) would keep it until the scheduler took it back), and
+		// keeps the thread's end, a locked goroutine's, off the path from
+		// the root's exit to the outcome.
 		go func() {
 			cmd.Wait() // the outcome is in cmd.ProcessState
 			close(t.exited)
 		}()
 		started <- nil
-		<-t.exited
+		<-t.waited // the root has exited, and its outcome is collected
 	}()
 	err = <-started
 	outW.Close()
@@ -336,6 +343,7 @@ func drain(r *os.File, b *capture.Buffer) {
 // is done — kills what is left of it, collects the output and returns the
 // outcome.
 func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
+	defer t.waitDone.Do(func() { close(t.waited) })
 	var o substrate.Outcome
 	t.mu.Lock()
 	if t.deadline == nil {
@@ -397,7 +405,9 @@ func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
 	}
 	o.Stdout, o.StdoutBytes, o.StdoutClipped = t.out.String(), t.out.Total(), t.out.Clipped()
 	o.Stderr, o.StderrBytes, o.StderrClipped = t.errb.String(), t.errb.Total(), t.errb.Clipped()
-	s.Logger.Debug("done", "outcome", o.String())
+	if s.Logger.Enabled(ctx, slog.LevelDebug) {
+		s.Logger.Debug("done", "outcome", o.String())
+	}
 	return o
 }
 

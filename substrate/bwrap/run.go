@@ -228,7 +228,9 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// bwrap in a process group of its own (its --new-session gives the
 	// command a session), killed should the thread that forks it die.
 	cmd.SysProcAttr = bwrapAttr()
-	s.Logger.Debug("run", "policy", s.Policy.String(), "bwrap", bin, "command", s.Command)
+	if s.Logger.Enabled(ctx, slog.LevelDebug) { // the policy's text is long: made only if logged
+		s.Logger.Debug("run", "policy", s.Policy.String(), "bwrap", bin, "command", s.Command)
+	}
 	// bwrap is born in the run's cgroups (the thread that forks it enters
 	// them first: moving a whole process, v1, waits for the kernel's RCU,
 	// milliseconds). It gets its rlimits while the host side is still
@@ -385,21 +387,15 @@ func boundInit(pid int, lim limits.Plan) error {
 func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	defer r.end()
 	watch := r.watchMounts()
-	// What the limits saw is read once bwrap has exited, while the mount
-	// table is read the last time and the output collected.
-	limitNotes := make(chan []string, 1)
-	go func() {
-		<-r.t.Exited()
-		limitNotes <- r.grp.Notes()
-	}()
 	o := r.t.Wait(ctx)
 	changed := watch.done()
 	// Every process of the run is gone: what it left in the index is
-	// final.
+	// final, and so is what the limits saw (a pread of each counter,
+	// opened with the cgroups).
 	if p := r.sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
-	o.Notes = append(o.Notes, <-limitNotes...)
+	o.Notes = append(o.Notes, r.grp.Notes()...)
 	if len(changed) > 0 {
 		// The command ran, and cordon ended it: that is the outcome,
 		// whatever bwrap got to report.
