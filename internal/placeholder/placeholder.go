@@ -477,20 +477,24 @@ func abandon(path, id string, data []byte) {
 	}()
 }
 
-// Note records a process of the run (an ID a later process can check:
-// [limits.ProcessID]) in its record, for a sweep should the run's process
-// die before it ends the session ([Abandoned]). It cannot be forged from
-// a sandbox: the registry is hidden from every one.
-func (s *Session) Note(process string) error {
-	if strings.IndexByte(process, 0) >= 0 {
-		return fmt.Errorf("placeholder: a NUL in %q", process)
+// Note records processes of the run (IDs a later process can check:
+// [limits.ProcessID]) in its record, in one write, for a sweep should the
+// run's process die before it ends the session ([Abandoned]). It cannot
+// be forged from a sandbox: the registry is hidden from every one.
+func (s *Session) Note(processes ...string) error {
+	var b strings.Builder
+	for _, p := range processes {
+		if strings.IndexByte(p, 0) >= 0 {
+			return fmt.Errorf("placeholder: a NUL in %q", p)
+		}
+		b.WriteString("\x00" + p)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
 		return errors.New("placeholder: the session has ended")
 	}
-	_, err := s.active.WriteString("\x00" + process)
+	_, err := s.active.WriteString(b.String())
 	return err
 }
 

@@ -289,6 +289,9 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		return nil, Unavailable(fmt.Errorf("cannot run %s: %w", bin, err))
 	}
 	r.t, r.bin, r.grp = t, bin, grp
+	// Read while bwrap sets the sandbox up, not while the sandbox waits
+	// for its release.
+	bwrapID := limits.ProcessID(t.Pid())
 
 	// The sandbox's init, reported by bwrap right after it created the
 	// namespaces: verified, it is what the run outlasts.
@@ -321,7 +324,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		// Noted before the release: should this process die from now
 		// on, the next run ends them by these IDs, which nothing in the
 		// sandbox can change ([sweepOrphans]).
-		if err := sb.note(rec.ChildPID, t.Pid()); err != nil {
+		if err := sb.note(rec.ChildPID, t.Pid(), bwrapID); err != nil {
 			t.Kill() // never released: the command does not start
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "cannot note the sandbox in the registry of runs: " + err.Error()}
 			break
@@ -425,6 +428,22 @@ var errInitGone = errors.New("the sandbox's init is gone")
 // verifyInit checks from outside that the process bwrap reported lives in
 // namespaces of its own — not this process's — and is the one bwrap
 // described.
+// selfNS holds this process's namespace inodes once read (ns → uint64):
+// cordon never changes its own namespaces (it unshares and joins none),
+// and verifyInit runs while the sandbox waits for its release.
+var selfNS sync.Map
+
+func selfNamespace(ns string) (uint64, error) {
+	if v, ok := selfNS.Load(ns); ok {
+		return v.(uint64), nil
+	}
+	ino, err := nsInode("self", ns)
+	if err == nil {
+		selfNS.Store(ns, ino)
+	}
+	return ino, err
+}
+
 func verifyInit(rec statusRecord, net Network) error {
 	pid := strconv.Itoa(rec.ChildPID)
 	want := map[string]uint64{"pid": rec.PIDNS, "mnt": rec.MntNS, "ipc": rec.IPCNS, "uts": rec.UTSNS, "user": 0}
@@ -443,7 +462,7 @@ func verifyInit(rec statusRecord, net Network) error {
 		if err != nil {
 			return Unavailable(fmt.Errorf("cannot check the sandbox's %s namespace (process %s): %v", ns, pid, err))
 		}
-		ours, err := nsInode("self", ns)
+		ours, err := selfNamespace(ns)
 		if err != nil {
 			return Unavailable(fmt.Errorf("cannot read this process's %s namespace: %v", ns, err))
 		}

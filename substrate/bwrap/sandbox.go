@@ -723,25 +723,24 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 	}, nil
 }
 
-// note records the sandbox's init and bwrap (their [limits.ProcessID]s)
-// in the run's record in the registry of runs.
-func (s *Sandbox) note(pids ...int) error {
+// note records the sandbox's init and bwrap (their [limits.ProcessID]s;
+// bwrap's, read while bwrap was setting the sandbox up) in the run's
+// record in the registry of runs, in one write.
+func (s *Sandbox) note(initPID, bwrapPID int, bwrapID string) error {
 	s.mu.Lock()
 	sess := s.session
 	s.mu.Unlock()
 	if sess == nil {
 		return errors.New("no placeholder session")
 	}
-	for _, pid := range pids {
-		id := limits.ProcessID(pid)
-		if id == "" {
-			return fmt.Errorf("process %d is gone", pid)
-		}
-		if err := sess.Note(id); err != nil {
-			return err
-		}
+	initID := limits.ProcessID(initPID)
+	if initID == "" {
+		return fmt.Errorf("process %d is gone", initPID)
 	}
-	return nil
+	if bwrapID == "" {
+		return fmt.Errorf("process %d is gone", bwrapPID)
+	}
+	return sess.Note(initID, bwrapID)
 }
 
 // runID is the ID of the run's placeholder session: bwrap starts under a
