@@ -59,9 +59,9 @@ const (
 // before a process's first start of another: whether pidfds work, which
 // opens one, waits on it and clones a child that exits at once (about
 // 0.15 ms here). exec calls it first, so that the check overlaps the
-// parsing and the preparing instead of delaying bwrap's start. (Never in
-// a process that reaps every child, as the landlock helper does: it would
-// take the check's.)
+// parsing and the preparing instead of delaying bwrap's start. (The
+// landlock helper, which reaps every child, runs from a package init and
+// never gets here.)
 func warmStart() {
 	if p, err := os.FindProcess(os.Getpid()); err == nil {
 		p.Release()

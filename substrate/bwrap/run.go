@@ -290,7 +290,8 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	}
 	r.t, r.bin, r.grp = t, bin, grp
 	// Read while bwrap sets the sandbox up, not while the sandbox waits
-	// for its release.
+	// for its release. It is bwrap's: the ID is noted only once bwrap
+	// has reported the sandbox, after this read, so it lived throughout.
 	bwrapID := limits.ProcessID(t.Pid())
 
 	// The sandbox's init, reported by bwrap right after it created the
@@ -425,9 +426,6 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 // checked (bwrap failed to set the sandbox up); the run never started.
 var errInitGone = errors.New("the sandbox's init is gone")
 
-// verifyInit checks from outside that the process bwrap reported lives in
-// namespaces of its own — not this process's — and is the one bwrap
-// described.
 // selfNS holds this process's namespace inodes once read (ns → uint64):
 // cordon never changes its own namespaces (it unshares and joins none),
 // and verifyInit runs while the sandbox waits for its release.
@@ -444,6 +442,9 @@ func selfNamespace(ns string) (uint64, error) {
 	return ino, err
 }
 
+// verifyInit checks from outside that the process bwrap reported lives in
+// namespaces of its own — not this process's — and is the one bwrap
+// described.
 func verifyInit(rec statusRecord, net Network) error {
 	pid := strconv.Itoa(rec.ChildPID)
 	want := map[string]uint64{"pid": rec.PIDNS, "mnt": rec.MntNS, "ipc": rec.IPCNS, "uts": rec.UTSNS, "user": 0}
