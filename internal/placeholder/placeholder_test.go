@@ -671,53 +671,59 @@ func TestNestedSessions(t *testing.T) {
 	o.End()
 }
 
+// hammer runs round for rounds rounds in each of goroutines goroutines at
+// once; a round reports what went wrong through fail, and ends its
+// goroutine by returning false.
+func hammer(t *testing.T, goroutines, rounds int, round func(g, r int, fail func(error)) bool) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for r := range rounds {
+				fail := func(err error) { t.Errorf("goroutine %d round %d: %v", g, r, err) }
+				if !round(g, r, fail) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // TestHammer has many goroutines run sessions of one workspace at once,
 // each creating placeholders of its own. A placeholder must exist from its
 // creation to its session's end (no run removes what a live run holds),
 // and when every session has ended nothing is left.
 func TestHammer(t *testing.T) {
-	const goroutines, rounds = 16, 20
 	top := layout(t)
 	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines*rounds)
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range rounds {
-				s, err := placeholder.Begin(state, ws)
-				if err != nil {
-					errs <- fmt.Errorf("goroutine %d round %d: Begin: %w", g, r, err)
-					return
-				}
-				var mine []string
-				for i := range 3 {
-					p := filepath.Join(ws, fmt.Sprintf("g%d-r%d-%d", g, r, i))
-					if err := s.Create(p, i%2 == 0, ""); err != nil {
-						errs <- fmt.Errorf("goroutine %d round %d: Create: %w", g, r, err)
-					}
-					mine = append(mine, p)
-				}
-				if r%3 == 0 {
-					time.Sleep(time.Millisecond)
-				}
-				for _, p := range mine {
-					if _, err := os.Lstat(p); err != nil {
-						errs <- fmt.Errorf("goroutine %d round %d: placeholder %s gone while its session runs: %v", g, r, filepath.Base(p), err)
-					}
-				}
-				if err := s.End(); err != nil {
-					errs <- fmt.Errorf("goroutine %d round %d: End: %w", g, r, err)
-				}
+	hammer(t, 16, 20, func(g, r int, fail func(error)) bool {
+		s, err := placeholder.Begin(state, ws)
+		if err != nil {
+			fail(fmt.Errorf("Begin: %w", err))
+			return false
+		}
+		var mine []string
+		for i := range 3 {
+			p := filepath.Join(ws, fmt.Sprintf("g%d-r%d-%d", g, r, i))
+			if err := s.Create(p, i%2 == 0, ""); err != nil {
+				fail(fmt.Errorf("Create: %w", err))
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			mine = append(mine, p)
+		}
+		if r%3 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		for _, p := range mine {
+			if _, err := os.Lstat(p); err != nil {
+				fail(fmt.Errorf("placeholder %s gone while its session runs: %v", filepath.Base(p), err))
+			}
+		}
+		if err := s.End(); err != nil {
+			fail(fmt.Errorf("End: %w", err))
+		}
+		return true
+	})
 	var names []string
 	entries, _ := os.ReadDir(ws)
 	for _, e := range entries {
@@ -1032,53 +1038,46 @@ func TestSpareRecordsHammer(t *testing.T) {
 	const goroutines, rounds = 12, 25
 	top := layout(t)
 	state := filepath.Join(top, "state")
-	var mu sync.Mutex
-	live := map[uint64]int{} // record inode -> goroutine holding it
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines*rounds)
+	var workspaces []string
 	for g := range goroutines {
 		ws := filepath.Join(top, "outside", fmt.Sprintf("h%d", g))
 		if err := os.Mkdir(ws, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range rounds {
-				s, err := placeholder.Begin(state, ws)
-				if err != nil {
-					errs <- fmt.Errorf("goroutine %d round %d: Begin: %w", g, r, err)
-					return
-				}
-				rec := filepath.Join(state, "runs", "active", "r-"+s.ID())
-				var st unix.Stat_t
-				if err := unix.Lstat(rec, &st); err != nil {
-					errs <- fmt.Errorf("goroutine %d round %d: its record: %w", g, r, err)
-				} else {
-					mu.Lock()
-					if other, ok := live[st.Ino]; ok {
-						errs <- fmt.Errorf("goroutine %d round %d: record inode %d is goroutine %d's too", g, r, st.Ino, other)
-					}
-					live[st.Ino] = g
-					mu.Unlock()
-					if data, err := os.ReadFile(rec); err != nil || string(data) != ws {
-						errs <- fmt.Errorf("goroutine %d round %d: its record holds %q (%v)", g, r, data, err)
-					}
-				}
-				mu.Lock()
-				delete(live, st.Ino)
-				mu.Unlock()
-				if err := s.End(); err != nil {
-					errs <- fmt.Errorf("goroutine %d round %d: End: %w", g, r, err)
-				}
+		workspaces = append(workspaces, ws)
+	}
+	var mu sync.Mutex
+	live := map[uint64]int{} // record inode -> goroutine holding it
+	hammer(t, goroutines, rounds, func(g, r int, fail func(error)) bool {
+		ws := workspaces[g]
+		s, err := placeholder.Begin(state, ws)
+		if err != nil {
+			fail(fmt.Errorf("Begin: %w", err))
+			return false
+		}
+		rec := filepath.Join(state, "runs", "active", "r-"+s.ID())
+		var st unix.Stat_t
+		if err := unix.Lstat(rec, &st); err != nil {
+			fail(fmt.Errorf("its record: %w", err))
+		} else {
+			mu.Lock()
+			if other, ok := live[st.Ino]; ok {
+				fail(fmt.Errorf("record inode %d is goroutine %d's too", st.Ino, other))
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			live[st.Ino] = g
+			mu.Unlock()
+			if data, err := os.ReadFile(rec); err != nil || string(data) != ws {
+				fail(fmt.Errorf("its record holds %q (%v)", data, err))
+			}
+		}
+		mu.Lock()
+		delete(live, st.Ino)
+		mu.Unlock()
+		if err := s.End(); err != nil {
+			fail(fmt.Errorf("End: %w", err))
+		}
+		return true
+	})
 	if runs, spares := activeRecords(t, top); len(runs) != 0 || len(spares) > 8 {
 		t.Errorf("after every run ended: %d records, %d spares", len(runs), len(spares))
 	}

@@ -266,7 +266,9 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		Cmd: cmd, Stdin: s.Stdin, MaxOutput: s.MaxOutput, Timeout: s.Timeout, Grace: s.Grace,
 		Supervised: true, FreshKeyring: true, Enter: grp.Enter, Started: sent, Logger: s.Logger,
 	})
-	sb.launched()
+	if err != nil {
+		sb.launched() // bwrap did not start: sent never ran
+	}
 	var keyErr *proc.KeyringError
 	var enterErr *proc.EnterError
 	switch {
