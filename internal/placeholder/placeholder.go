@@ -808,7 +808,7 @@ func clean(dir, reuse string) error {
 			d.Close()
 		}
 	}()
-	bin := &putAway{dir: reuse}
+	bin := &putAway{dir: reuse, uid: uint32(os.Geteuid())}
 	if names, err := readNames(reuse); err == nil {
 		bin.room = maxReuse - len(names)
 	}
@@ -858,7 +858,7 @@ func removeIfUnchanged(dfd int, e Entry, bin *putAway) error {
 		if !e.Dir {
 			return nil
 		}
-		if done, err := bin.put(dfd, base); done {
+		if done, err := bin.put(dfd, base, &st, e); done {
 			return err
 		}
 		err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR) // fails unless empty
@@ -884,24 +884,25 @@ func removeIfUnchanged(dfd int, e Entry, bin *putAway) error {
 type putAway struct {
 	dir  string
 	room int
+	uid  uint32 // this process's effective user
 }
 
-// put renames the empty directory base in dfd into the reuse directory and
-// reports whether it is done with it: moved, or left where it is because
-// it is not empty or still a mount point somewhere. When it reports false,
-// the caller removes the directory where it is. A directory of another
-// user's is never used again: they could write into it once it is in
-// place.
-func (p *putAway) put(dfd int, base string) (bool, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return true, nil
-	}
-	if p.room <= 0 || int(st.Uid) != os.Geteuid() || st.Mode&0o7022 != 0 {
+// put renames the empty directory base in dfd, found as st and made as e,
+// into the reuse directory and reports whether it is done with it: moved,
+// or left where it is because it is not empty or still a mount point
+// somewhere. When it reports false, the caller removes the directory where
+// it is. A directory of another user's is never used again: they could
+// write into it once it is in place.
+func (p *putAway) put(dfd int, base string, st *unix.Stat_t, e Entry) (bool, error) {
+	if p.room <= 0 || st.Uid != p.uid || st.Mode&0o7022 != 0 {
 		return false, nil
 	}
-	if !emptyDir(dfd, base) {
-		return true, nil // something was put there on the host: it stays
+	// A directory whose ctime is still the one it had when it was made
+	// gained no entry since (each one added changes it): empty, without
+	// reading it. Else it is read; something put there on the host stays.
+	// Either way the look after the move below is what decides.
+	if st.Ctim.Nano() != e.Ctime && !emptyDir(dfd, base) {
+		return true, nil
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
@@ -926,16 +927,31 @@ func (p *putAway) put(dfd int, base string) (bool, error) {
 }
 
 // emptyDir reports whether base in dfd is a directory with no entries,
-// without following a link.
+// without following a link. It reads the directory to its end with
+// getdents(2) into a buffer of its own: no *os.File, whose making asks
+// the descriptor's flags and the poller first.
 func emptyDir(dfd int, base string) bool {
 	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	f := os.NewFile(uintptr(fd), base)
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && err == io.EOF
+	defer unix.Close(fd)
+	var buf [1024]byte
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		if _, count, _ := unix.ParseDirent(buf[:n], 1, nil); count > 0 { // . and .. are not counted
+			return false
+		}
+	}
 }
 
 // openNoFollow opens the absolute directory p one component at a time,
