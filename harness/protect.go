@@ -3,14 +3,15 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/gitconf"
 	"github.com/cordon-run/cordon/refusal"
 )
@@ -718,12 +719,12 @@ func commandWords(v string) []string {
 // hasHooks reports whether dir holds a hook git would run: a regular file
 // that is not one of git's ".sample" files.
 func hasHooks(dir string) bool {
-	entries, err := os.ReadDir(dir)
+	entries, err := dirfd.ReadEntries(unix.AT_FDCWD, dir, 0)
 	if err != nil {
 		return false
 	}
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".sample") && !e.IsDir() {
+		if !strings.HasSuffix(e.Name, ".sample") && !e.IsDir() {
 			return true
 		}
 	}
@@ -742,7 +743,7 @@ func (pr *protector) linkTargets() {
 	seen := 0
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
-		entries, err := os.ReadDir(filepath.Join(pr.root, rel))
+		entries, err := dirfd.ReadEntries(unix.AT_FDCWD, filepath.Join(pr.root, rel), 0)
 		if err != nil || depth > 6 {
 			return
 		}
@@ -750,9 +751,9 @@ func (pr *protector) linkTargets() {
 			if seen++; seen > maxScan {
 				return
 			}
-			child := rel + "/" + e.Name()
+			child := rel + "/" + e.Name
 			switch {
-			case e.Type()&fs.ModeSymlink != 0:
+			case e.Type == fs.ModeSymlink:
 				target, err := os.Readlink(filepath.Join(pr.root, child))
 				if err != nil {
 					continue
@@ -864,14 +865,4 @@ func readGitfile(p string) (string, error) {
 }
 
 // readSmall reads at most 4 KiB of a regular file.
-func readSmall(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	return io.ReadAll(io.LimitReader(f, 4096))
-}
+func readSmall(p string) ([]byte, error) { return dirfd.ReadSmall(unix.AT_FDCWD, p, 0, 4096) }

@@ -165,15 +165,7 @@ func (d *Dir) ReadFile(name string, max int64) ([]byte, os.FileMode, error) {
 }
 
 // Names lists the directory's entries.
-func (d *Dir) Names() ([]string, error) {
-	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), d.name)
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
+func (d *Dir) Names() ([]string, error) { return ReadNames(d.fd, ".", 0) }
 
 // Rename moves from (in d) to to (in dst), replacing a file at to.
 func (d *Dir) Rename(from string, dst *Dir, to string) error {

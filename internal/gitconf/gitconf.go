@@ -82,12 +82,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/dirfd"
 )
 
 // Bounds on what one [Read] takes in.
@@ -230,22 +233,17 @@ func (r *reader) load(path string) (data []byte, ok bool, err error) {
 		r.cfg.Files = append(r.cfg.Files, path)
 	}
 	// O_NONBLOCK: a FIFO planted at the path must not block the open.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	data, err = dirfd.ReadSmall(unix.AT_FDCWD, path, 0, maxFileSize+1)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, false, nil // git's access_error_is_ok
 	}
-	if err != nil {
-		return nil, false, &Error{Op: "read", File: path, Err: err}
+	if errors.Is(err, dirfd.ErrNotRegular) {
+		var t fs.FileMode
+		if fi, err := os.Stat(path); err == nil {
+			t = fi.Mode().Type()
+		}
+		return nil, false, &Error{Op: "read", File: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, t)}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, false, &Error{Op: "read", File: path, Err: err}
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, false, &Error{Op: "read", File: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fi.Mode().Type())}
-	}
-	data, err = io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, false, &Error{Op: "read", File: path, Err: err}
 	}

@@ -927,31 +927,10 @@ func (p *putAway) put(dfd int, base string, st *unix.Stat_t, e Entry) (bool, err
 }
 
 // emptyDir reports whether base in dfd is a directory with no entries,
-// without following a link. It reads the directory to its end with
-// getdents(2) into a buffer of its own: no *os.File, whose making asks
-// the descriptor's flags and the poller first.
+// without following a link.
 func emptyDir(dfd int, base string) bool {
-	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	var buf [1024]byte
-	for {
-		n, err := unix.Getdents(fd, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		if n == 0 {
-			return true
-		}
-		if _, count, _ := unix.ParseDirent(buf[:n], 1, nil); count > 0 { // . and .. are not counted
-			return false
-		}
-	}
+	empty, err := dirfd.IsEmpty(dfd, base, unix.O_NOFOLLOW)
+	return err == nil && empty
 }
 
 // openNoFollow opens the absolute directory p one component at a time,
@@ -968,29 +947,12 @@ func openNoFollow(p string) (*dirfd.Dir, error) {
 	return root.OpenPath(p, false, 0)
 }
 
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
+func readNames(dir string) ([]string, error) { return dirfd.ReadNames(unix.AT_FDCWD, dir, 0) }
 
 func readBounded(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() > maxManifest {
+	data, err := dirfd.ReadSmall(unix.AT_FDCWD, p, unix.O_NOFOLLOW, maxManifest+1)
+	if errors.Is(err, dirfd.ErrNotRegular) || len(data) > maxManifest {
 		return nil, fs.ErrInvalid
 	}
-	buf := make([]byte, st.Size())
-	n, err := f.ReadAt(buf, 0)
-	if n == len(buf) {
-		err = nil
-	}
-	return buf[:n], err
+	return data, err
 }

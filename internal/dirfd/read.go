@@ -1,0 +1,143 @@
+//go:build unix
+
+package dirfd
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The readers below take a bare descriptor, not an *os.File: making one
+// asks the descriptor's flags and registers it with the runtime's poller
+// (and a close undoes both), several system calls more than the reading
+// itself on the paths every run of a sandbox takes.
+
+// direntBuf is the buffer one read of a directory fills.
+const direntBuf = 4096
+
+// openDir opens the directory path, relative to dfd (unix.AT_FDCWD: the
+// working directory), with flags added to O_RDONLY|O_DIRECTORY|O_CLOEXEC
+// (unix.O_NOFOLLOW: not a symlink).
+func openDir(dfd int, path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dfd, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|flags, 0)
+		if err != unix.EINTR {
+			if err != nil {
+				return -1, &os.PathError{Op: "open", Path: path, Err: err}
+			}
+			return fd, nil
+		}
+	}
+}
+
+// readDirent fills buf from the directory fd, retrying an interrupted
+// read.
+func readDirent(fd int, buf []byte) (int, error) {
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// ReadNames lists the entries of the directory path, relative to dfd
+// (unix.AT_FDCWD: the working directory), but "." and "..", in the order
+// the file system gives them. flags are added to the open's (unix.O_NOFOLLOW:
+// not through a symlink at the last component).
+func ReadNames(dfd int, path string, flags int) ([]string, error) {
+	fd, err := openDir(dfd, path, flags)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, direntBuf)
+	for {
+		n, err := readDirent(fd, buf)
+		if err != nil {
+			return names, &os.PathError{Op: "readdirent", Path: path, Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+// IsEmpty reports whether the directory path, relative to dfd, has no
+// entry but "." and ".."; flags as for [ReadNames].
+func IsEmpty(dfd int, path string, flags int) (bool, error) {
+	fd, err := openDir(dfd, path, flags)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	var buf [1024]byte
+	for {
+		n, err := readDirent(fd, buf[:])
+		if err != nil {
+			return false, &os.PathError{Op: "readdirent", Path: path, Err: err}
+		}
+		if n <= 0 {
+			return true, nil
+		}
+		if _, count, _ := unix.ParseDirent(buf[:n], 1, nil); count > 0 {
+			return false, nil
+		}
+	}
+}
+
+// ErrNotRegular is a file ReadSmall will not read: not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadSmall reads up to limit bytes of the regular file path, relative to
+// dfd; flags are added to O_RDONLY|O_NONBLOCK|O_CLOEXEC (O_NONBLOCK: a
+// FIFO planted there does not block the open). A file that is not regular
+// is ErrNotRegular; of a longer one, the first limit bytes are returned.
+func ReadSmall(dfd int, path string, flags int, limit int) ([]byte, error) {
+	var fd int
+	var err error
+	for {
+		if fd, err = unix.Openat(dfd, path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0); err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &os.PathError{Op: "read", Path: path, Err: ErrNotRegular}
+	}
+	// One read takes all of a file no longer than its size said (one byte
+	// more than that, to see the end); a file still growing takes more.
+	size := int(min(max(st.Size, 0), int64(limit)))
+	buf := make([]byte, 0, min(size+1, limit))
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):min(cap(buf), limit)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
+			break // a short read at the size fstat gave: the end
+		}
+	}
+	return buf, nil
+}
