@@ -249,10 +249,21 @@ func (s *Sandbox) build(environ []string) error {
 // device (/sys/devices/virtual/net, /sys/devices/pci.../net). Found once.
 var netSysDirs = sync.OnceValue(func() []string {
 	dirs := []string{"/sys/class/net"}
+	// Each entry is sysfs's relative link into /sys/devices
+	// (../../devices/virtual/net/lo), whose directories are no links:
+	// resolved by its text, one readlink where EvalSymlinks looks at
+	// every component of every entry.
 	links, _ := filepath.Glob("/sys/class/net/*")
 	for _, l := range links {
-		if real, err := filepath.EvalSymlinks(l); err == nil && strings.HasPrefix(real, "/sys/devices/") {
-			if d := filepath.Dir(real); !slices.Contains(dirs, d) {
+		t, err := os.Readlink(l)
+		if err != nil {
+			continue
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(l), t)
+		}
+		if strings.HasPrefix(t, "/sys/devices/") {
+			if d := filepath.Dir(t); !slices.Contains(dirs, d) {
 				dirs = append(dirs, d)
 			}
 		}
@@ -315,6 +326,7 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 	// Placeholders first: a directory made on the way to one (an absent
 	// parent of an absent include) is pinned like any other.
 	paths := s.protected.Paths()
+	made := map[string]bool{} // placeholders made just now: no symlink, no need to look again
 	for _, q := range paths {
 		if q.Mode != harness.ReadOnly {
 			continue
@@ -323,13 +335,20 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := s.placeholder(q); err != nil && !errors.Is(err, fs.ErrExist) {
+		switch err := s.placeholder(q); {
+		case err == nil:
+			made[path] = true
+		case !errors.Is(err, fs.ErrExist):
 			return nil, nil, &Error{Op: "start", Path: q.Rel, Root: ws, Err: ErrSetup, Cause: err,
 				detail: fmt.Sprintf("cannot protect %s: %v", q.Rel, err)}
 		}
 	}
 	for _, q := range paths {
 		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
+		if made[path] {
+			protected = append(protected, path) // read-only, as made
+			continue
+		}
 		fi, err := os.Lstat(path)
 		if errors.Is(err, fs.ErrNotExist) && q.Mode == harness.Pinned {
 			continue // nothing there to keep in place
