@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,6 +116,43 @@ func awaitGone(fds []int, limit time.Duration) {
 		}
 		unix.Close(fd)
 	}
+}
+
+// Gone returns a channel closed once the process behind pidfd has
+// exited (the init of a PID namespace: every process of the namespace is
+// gone then), waited for by the runtime's poller — no thread blocks — on
+// a duplicate of pidfd, and stop, which ends the wait and releases the
+// duplicate (the channel is closed then too). The caller keeps pidfd. It
+// returns nil and a no-op where the descriptor cannot be waited for so.
+func Gone(pidfd int) (<-chan struct{}, func()) {
+	none := func() {}
+	if pidfd < 0 {
+		return nil, none
+	}
+	dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, none
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return nil, none
+	}
+	f := os.NewFile(uintptr(dup), "pidfd") // non-blocking: pollable
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, none
+	}
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		rc.Read(func(fd uintptr) bool {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			return n > 0 || err != nil && err != unix.EINTR
+		})
+	}()
+	var once sync.Once
+	return gone, func() { once.Do(func() { f.Close() }) }
 }
 
 // OpenInit returns a pidfd of pid after checking that it is the init of

@@ -110,14 +110,17 @@ func (w *mountWatch) watch(r *running) {
 	var buf []byte
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
-	// The last look is taken as soon as bwrap has exited — after the
-	// sandbox's init, whose exit ends every process of its PID namespace
-	// — while the caller still collects the rest of the run.
+	// The last look is taken as soon as the sandbox's init has died —
+	// its death ends every process of its PID namespace first — or bwrap
+	// has exited (after its init), while the caller still collects the
+	// rest of the run.
 	exited := r.t.Exited()
 	for {
 		last := false
 		select {
 		case <-tick.C:
+		case <-r.initGone:
+			last = true
 		case <-exited:
 			last = true
 		case <-w.stop:

@@ -127,6 +127,10 @@ type running struct {
 	prepared func() error
 	// stopEgress ends the egress proxy's service of the run, or is nil.
 	stopEgress func()
+	// initGone is closed once the released sandbox's init has died (nil:
+	// not known); stopInitGone ends that wait.
+	initGone     <-chan struct{}
+	stopInitGone func()
 }
 
 // end releases what the run held once its tree is gone: the side
@@ -134,6 +138,9 @@ type running struct {
 // workspace's placeholder session by the spec's Later, when it has one.
 func (r *running) end() {
 	r.prepared()
+	if r.stopInitGone != nil {
+		r.stopInitGone()
+	}
 	if r.stopEgress != nil {
 		r.stopEgress()
 	}
@@ -332,7 +339,8 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "cannot note the sandbox in the registry of runs: " + err.Error()}
 			break
 		}
-		t.Outlast(proc.OpenInit(rec.ChildPID, rec.PIDNS))
+		initFD := proc.OpenInit(rec.ChildPID, rec.PIDNS)
+		t.Outlast(initFD)
 		if releaseHook != nil {
 			releaseHook(false)
 		}
@@ -348,6 +356,10 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			releaseHook(true)
 		}
 		r.verified, r.initPID = true, rec.ChildPID
+		// The mount watch's last look is due when the init has died —
+		// every process of the sandbox with it — not only once bwrap,
+		// which reports the command's exit first, has exited too.
+		r.initGone, r.stopInitGone = proc.Gone(initFD)
 		initKnown <- rec.ChildPID
 		grp.Sweep()
 		return r, nil
