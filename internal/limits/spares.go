@@ -1,7 +1,7 @@
 package limits
 
 import (
-	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -42,7 +42,24 @@ func spareKey(p Plan, extra int) string {
 	if p.Pids == Rlimit || p.Memory != Cgroup1 && p.Pids != Cgroup1 {
 		return ""
 	}
-	return fmt.Sprintf("%+v %s %s %s %v %v %d", p.Spec, p.Memory, p.Pids, p.CPU, p.DefaultMemory, p.DefaultPids, extra)
+	// Built by hand: fmt's %+v of the plan reflects over it, on the path
+	// of every run.
+	b := make([]byte, 0, 96)
+	b = strconv.AppendInt(b, p.Spec.Memory, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(p.Spec.Pids), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(p.Spec.CPU), 10)
+	for _, w := range []Way{p.Memory, p.Pids, p.CPU} {
+		b = append(append(b, ' '), w...)
+	}
+	b = append(b, ' ')
+	b = strconv.AppendBool(b, p.DefaultMemory)
+	b = append(b, ' ')
+	b = strconv.AppendBool(b, p.DefaultPids)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(extra), 10)
+	return string(b)
 }
 
 // Take returns a spare for a run of p, or nil when there is none fresh

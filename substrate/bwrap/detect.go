@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,8 +20,7 @@ func Find(pathList string) (string, error) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
-		p := filepath.Join(dir, "bwrap")
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		if p := filepath.Join(dir, "bwrap"); executable(p) {
 			return p, nil
 		}
 	}

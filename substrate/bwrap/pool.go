@@ -227,12 +227,32 @@ func binOf(s Spec) (string, error) {
 	bin := s.Bwrap
 	if bin == "" {
 		path, _ := lookupEnv(s.Environ, "PATH")
-		var err error
-		if bin, err = Find(path); err != nil {
-			return "", Unavailable(err)
+		if v, ok := foundIn.Load(path); ok && executable(v.(string)) {
+			bin = v.(string)
+		} else {
+			var err error
+			if bin, err = Find(path); err != nil {
+				foundIn.Delete(path)
+				return "", Unavailable(err)
+			}
+			foundIn.Store(path, bin)
 		}
 	}
 	return trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
+}
+
+// foundIn remembers, per PATH value, the bwrap [Find] found there, as a
+// shell remembers where a command is: a later run checks that it is still
+// an executable file (and, as every run does, that it is trusted) instead
+// of looking in every directory before it again. One put in an earlier
+// directory since is not seen by this process.
+var foundIn sync.Map // PATH value → bwrap
+
+// executable reports whether p is a regular file someone may execute, as
+// Find wants it.
+func executable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
 
 // run runs the spec's command in a pooled sandbox when it can (ok false:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -113,13 +114,18 @@ func WithinAWorkspace(p string, h harness.Config) (string, bool) {
 // configuration, each once.
 func stateNames(h harness.Config) []string {
 	names := h.State()
-	for _, n := range harness.Default().State() {
+	for _, n := range defaultStateNames() {
 		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
 	return names
 }
+
+// defaultStateNames are the default harness state names, read once: a
+// new harness.Default() looks up the home directory and the XDG variables
+// to make the directories too.
+var defaultStateNames = sync.OnceValue(func() []string { return harness.Default().State() })
 
 // wasWorkspace reports whether dir has been a cordon workspace: this
 // user's state directory keeps a record of its runs, or it holds harness
