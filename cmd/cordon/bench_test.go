@@ -261,7 +261,8 @@ func BenchmarkFlood(b *testing.B) {
 // an agent calls many times per conversation: `cordon --help` (start-up
 // alone), `cordon fs read`, `cordon exec -- true`, and `cordon run` of an
 // admitted native tool whose command is `true`; for reference also the
-// raw bwrap invocation `cordon exec` builds and the bare `true`. With
+// raw bwrap invocation `cordon exec` builds (in a workspace of its own)
+// and the bare `true`. With
 // CORDON_BASELINE naming another cordon binary (bench/startup builds one
 // from a git ref), every command also runs with it, interleaved in the same
 // loop, and the ratios this/baseline are reported. Each binary has its own
@@ -297,7 +298,11 @@ func BenchmarkStartup(b *testing.B) {
 		{"run", []string{"run", "noop"}},
 	}
 	bwrapBin, _ := bwrap.Find(os.Getenv("PATH"))
-	rawArgs, rawEnv, sb := rawBwrap(b, h, bins[0].ws)
+	// The raw bwrap runs in a workspace of its own: the placeholders its
+	// options bind stay while it is in use, and a cordon run in that
+	// workspace would find them made instead of making them, as a run
+	// does when no other run of its workspace is going on.
+	rawArgs, rawEnv, sb := rawBwrap(b, h, benchWorkspace(b))
 	defer sb.Close()
 	trueBin, _ := exec.LookPath("true")
 	var raw, bare []time.Duration
