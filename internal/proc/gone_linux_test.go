@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -40,19 +41,36 @@ func TestGone(t *testing.T) {
 		t.Fatal("Gone did not close within 5s of the process's death")
 	}
 
+	// Stopped, or never waited for, it stays open: only a death seen
+	// closes it.
 	cmd, fd = start()
 	gone, stop = Gone(fd)
 	stop()
 	select {
 	case <-gone:
-	case <-time.After(5 * time.Second):
-		t.Fatal("stop did not end the wait")
+		t.Fatal("stop closed the channel of a process still alive")
+	case <-time.After(100 * time.Millisecond):
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 		t.Fatalf("the caller's pidfd was closed: %v", err)
 	}
 	if err := cmd.Process.Signal(unix.Signal(0)); err != nil {
 		t.Fatalf("the process is gone after stop: %v", err)
+	}
+	// A pidfd the poller does not wait on (a blocking one here; one the
+	// poller refuses, as when the user's epoll watches are spent, alike)
+	// is not taken for a death.
+	_, fd = start()
+	blocking, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, stop = goneOf(os.NewFile(uintptr(blocking), "pidfd"))
+	defer stop()
+	select {
+	case <-gone:
+		t.Fatal("Gone closed for a live process it could not wait on")
+	case <-time.After(100 * time.Millisecond):
 	}
 
 	if gone, stop := Gone(-1); gone != nil {

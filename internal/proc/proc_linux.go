@@ -122,8 +122,11 @@ func awaitGone(fds []int, limit time.Duration) {
 // exited (the init of a PID namespace: every process of the namespace is
 // gone then), waited for by the runtime's poller — no thread blocks — on
 // a duplicate of pidfd, and stop, which ends the wait and releases the
-// duplicate (the channel is closed then too). The caller keeps pidfd. It
-// returns nil and a no-op where the descriptor cannot be waited for so.
+// duplicate. The caller keeps pidfd. The channel is closed only when the
+// process was seen gone: never when the wait could not be made (the
+// poller refused the descriptor: epoll's per-user watches, which a
+// sandbox of the same user can use up, are spent) nor when stop ended it.
+// It returns nil and a no-op where there is no descriptor to wait on.
 func Gone(pidfd int) (<-chan struct{}, func()) {
 	none := func() {}
 	if pidfd < 0 {
@@ -137,19 +140,27 @@ func Gone(pidfd int) (<-chan struct{}, func()) {
 		unix.Close(dup)
 		return nil, none
 	}
-	f := os.NewFile(uintptr(dup), "pidfd") // non-blocking: pollable
+	return goneOf(os.NewFile(uintptr(dup), "pidfd")) // non-blocking: pollable, if the poller takes it
+}
+
+// goneOf is Gone on f, a pidfd this takes over.
+func goneOf(f *os.File) (<-chan struct{}, func()) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, none
+		return nil, func() {}
 	}
 	gone := make(chan struct{})
 	go func() {
-		defer close(gone)
+		seen := false
 		rc.Read(func(fd uintptr) bool {
 			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-			return n > 0 || err != nil && err != unix.EINTR
+			seen = err == nil && n > 0
+			return seen
 		})
+		if seen {
+			close(gone)
+		}
 	}()
 	var once sync.Once
 	return gone, func() { once.Do(func() { f.Close() }) }

@@ -110,18 +110,19 @@ func (w *mountWatch) watch(r *running) {
 	var buf []byte
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
-	// The last look is taken as soon as the sandbox's init has died —
-	// its death ends every process of its PID namespace first — or bwrap
-	// has exited (after its init), while the caller still collects the
-	// rest of the run.
-	exited := r.t.Exited()
+	// The last look is taken when no process of the sandbox can write
+	// any more: as soon as its init has died (its death ends every
+	// process of its PID namespace first), while the caller still
+	// collects the rest of the run; else when the caller is done, after
+	// Wait, which outlasts the init. Not when bwrap has exited: it
+	// reports the command's exit and goes, and its init (killed as its
+	// parent dies) may outlive it for a moment, and a process of the
+	// sandbox with it.
 	for {
 		last := false
 		select {
 		case <-tick.C:
 		case <-r.initGone:
-			last = true
-		case <-exited:
 			last = true
 		case <-w.stop:
 			last = true

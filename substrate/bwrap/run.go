@@ -357,8 +357,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		}
 		r.verified, r.initPID = true, rec.ChildPID
 		// The mount watch's last look is due when the init has died —
-		// every process of the sandbox with it — not only once bwrap,
-		// which reports the command's exit first, has exited too.
+		// every process of the sandbox with it (bwrap may exit before).
 		r.initGone, r.stopInitGone = proc.Gone(initFD)
 		initKnown <- rec.ChildPID
 		grp.Sweep()
