@@ -114,7 +114,9 @@ func (w *mountWatch) watch(r *running) {
 	// any more: as soon as its init has died (its death ends every
 	// process of its PID namespace first), while the caller still
 	// collects the rest of the run; else when the caller is done, after
-	// Wait, which outlasts the init. Not when bwrap has exited: it
+	// Wait, which outlasts the init (a run starts only with its init
+	// held by a pidfd; Wait gives up on it after reapWait, when every
+	// process left has been sent SIGKILL). Not when bwrap has exited: it
 	// reports the command's exit and goes, and its init (killed as its
 	// parent dies) may outlive it for a moment, and a process of the
 	// sandbox with it.

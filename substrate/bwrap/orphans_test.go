@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/limits"
+	"github.com/cordon-run/cordon/internal/proc"
 )
 
 // The test binary, run with CORDON_TEST_KILLED_AT=before|after, is a
@@ -246,5 +247,27 @@ func TestTheCommandCannotHoldOffTheWatch(t *testing.T) {
 			t.Fatalf("2.5 s after the release: the command wrote its byte (%v), the release reads as taken: %v", werr == nil, r.sb.releaseTaken())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNoRunWithoutTheInitHeld: a sandbox whose init cannot be held by a
+// pidfd (here a pidfd_open made to fail) is never released — nothing could
+// tell when its processes can no longer write, which the mount table's
+// last look waits for — and the run fails as a setup error.
+func TestNoRunWithoutTheInitHeld(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	openInit = func(int, uint64) int { return -1 }
+	defer func() { openInit = proc.OpenInit }()
+	ws := tempWorkspace(t)
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"/bin/sh", "-c", "touch ran"}})
+	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "pidfd") {
+		t.Fatalf("the run: %+v %v; want a setup error naming the pidfd", o, err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
+		t.Fatalf("the command ran without its init held: %v", err)
 	}
 }

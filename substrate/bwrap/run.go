@@ -168,6 +168,10 @@ func (r *running) end() {
 	}
 }
 
+// openInit opens a pidfd of the sandbox's init (proc.OpenInit); tests
+// alone replace it.
+var openInit = proc.OpenInit
+
 // releaseHook, set by tests alone, runs just before (false) and just
 // after (true) a run's sandbox is released: a test process kills itself
 // there to stand for a cordon killed at that instant.
@@ -339,7 +343,18 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: "cannot note the sandbox in the registry of runs: " + err.Error()}
 			break
 		}
-		initFD := proc.OpenInit(rec.ChildPID, rec.PIDNS)
+		// Held, the init's pidfd is what the end of the run waits for:
+		// its death ends every process of the sandbox, and only then is
+		// the mount table's last look taken. Without it nothing could
+		// tell when the sandbox can no longer write: the command does
+		// not start.
+		initFD := openInit(rec.ChildPID, rec.PIDNS)
+		if initFD < 0 {
+			t.Kill() // never released: the command does not start
+			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
+				detail: fmt.Sprintf("cannot hold the sandbox's init (process %d) by a pidfd, which the end of the run waits for", rec.ChildPID)}
+			break
+		}
 		t.Outlast(initFD)
 		if releaseHook != nil {
 			releaseHook(false)
