@@ -514,6 +514,55 @@ func TestFind(t *testing.T) {
 	}
 }
 
+// TestBinOfRemembersWhatItChecks: the bwrap a run found in a PATH value
+// is used again while it is an executable file, and looked for anew once
+// it is not; every run still checks that it is trusted.
+func TestBinOfRemembersWhatItChecks(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	for _, d := range []string{first, second} {
+		if err := os.WriteFile(filepath.Join(d, "bwrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := first + ":" + second
+	s := Spec{Policy: newPolicy(tempWorkspace(t)), Environ: []string{"PATH=" + path}}
+	bin := func() string {
+		t.Helper()
+		got, err := binOf(s)
+		if err != nil {
+			t.Fatalf("binOf: %v", err)
+		}
+		return got
+	}
+	if got := bin(); got != filepath.Join(first, "bwrap") {
+		t.Fatalf("binOf = %s; want the first in PATH", got)
+	}
+	if err := os.Chmod(filepath.Join(first, "bwrap"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := bin(); got != filepath.Join(second, "bwrap") {
+		t.Fatalf("binOf = %s after the first lost its x bits; want the second", got)
+	}
+	if err := os.Remove(filepath.Join(second, "bwrap")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := binOf(s); err == nil || !strings.Contains(err.Error(), "bwrap not found in PATH") {
+		t.Fatalf("binOf with no bwrap left = %v", err)
+	}
+	// Remembered, and still refused when it is no longer trusted: its
+	// directory writable by others.
+	if err := os.WriteFile(filepath.Join(second, "bwrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin()
+	if err := os.Chmod(second, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := binOf(s); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Fatalf("binOf of a remembered bwrap in a directory writable by others = %v", err)
+	}
+}
+
 func TestDetect(t *testing.T) {
 	dir := t.TempDir()
 	fake := func(name, script string) string {
