@@ -3,43 +3,20 @@ package dirfd
 import (
 	"encoding/binary"
 	"io/fs"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
-
-// Entry is a directory entry and its type as the directory gives it.
-type Entry struct {
-	Name string
-	Type fs.FileMode // fs.ModeDir, fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else
-}
-
-// IsDir reports whether the entry is a directory (not a symlink to one).
-func (e Entry) IsDir() bool { return e.Type == fs.ModeDir }
 
 // ReadEntries lists the entries of the directory path, relative to dfd,
 // but "." and "..", with their types; flags as for [ReadNames]. An entry
 // whose type the file system does not give (DT_UNKNOWN) is looked at
 // (fstatat, not following a symlink).
 func ReadEntries(dfd int, path string, flags int) ([]Entry, error) {
-	fd, err := openDir(dfd, path, flags)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
 	var entries []Entry
-	buf := make([]byte, direntBuf)
-	for {
-		n, err := readDirent(fd, buf)
-		if err != nil {
-			return entries, &os.PathError{Op: "readdirent", Path: path, Err: err}
-		}
-		if n <= 0 {
-			return entries, nil
-		}
+	err := eachChunk(dfd, path, flags, make([]byte, direntBuf), func(fd int, b []byte) bool {
 		// struct linux_dirent64: d_ino u64, d_off s64, d_reclen u16,
 		// d_type u8, d_name NUL-terminated.
-		for b := buf[:n]; len(b) >= 19; {
+		for len(b) >= 19 {
 			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 			if reclen < 19 || reclen > len(b) {
 				break
@@ -60,10 +37,23 @@ func ReadEntries(dfd int, path string, flags int) ([]Entry, error) {
 				entries = append(entries, Entry{Name: s, Type: typeOf(fd, s, rec[18])})
 			}
 		}
-	}
+		return false
+	})
+	return entries, err
 }
 
+// typeOf is the type of the entry name of the directory fd whose d_type
+// is t: on Linux d_type is the file's S_IFMT bits shifted right by 12, so
+// a DT_UNKNOWN is looked up (fstatat, no link followed) and read the same
+// way.
 func typeOf(fd int, name string, t byte) fs.FileMode {
+	if t == unix.DT_UNKNOWN {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return fs.ModeIrregular
+		}
+		t = byte(st.Mode & unix.S_IFMT >> 12)
+	}
 	switch t {
 	case unix.DT_DIR:
 		return fs.ModeDir
@@ -71,18 +61,6 @@ func typeOf(fd int, name string, t byte) fs.FileMode {
 		return fs.ModeSymlink
 	case unix.DT_REG:
 		return 0
-	case unix.DT_UNKNOWN:
-		var st unix.Stat_t
-		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFDIR:
-				return fs.ModeDir
-			case unix.S_IFLNK:
-				return fs.ModeSymlink
-			case unix.S_IFREG:
-				return 0
-			}
-		}
 	}
 	return fs.ModeIrregular
 }

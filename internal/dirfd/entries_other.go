@@ -5,23 +5,16 @@ package dirfd
 import (
 	"io/fs"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
-
-// Entry is a directory entry and its type as the directory gives it.
-type Entry struct {
-	Name string
-	Type fs.FileMode // fs.ModeDir, fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else
-}
-
-// IsDir reports whether the entry is a directory (not a symlink to one).
-func (e Entry) IsDir() bool { return e.Type == fs.ModeDir }
 
 // ReadEntries lists the entries of the directory path, relative to dfd,
 // but "." and "..", with their types; flags as for [ReadNames].
 func ReadEntries(dfd int, path string, flags int) ([]Entry, error) {
-	fd, err := openDir(dfd, path, flags)
+	fd, err := unix.Openat(dfd, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|flags, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()

@@ -4,6 +4,7 @@ package dirfd
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -17,77 +18,71 @@ import (
 // direntBuf is the buffer one read of a directory fills.
 const direntBuf = 4096
 
-// openDir opens the directory path, relative to dfd (unix.AT_FDCWD: the
+// Entry is a directory entry and its type as the directory gives it.
+type Entry struct {
+	Name string
+	Type fs.FileMode // fs.ModeDir, fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else
+}
+
+// IsDir reports whether the entry is a directory (not a symlink to one).
+func (e Entry) IsDir() bool { return e.Type == fs.ModeDir }
+
+// eachChunk opens the directory path, relative to dfd (unix.AT_FDCWD: the
 // working directory), with flags added to O_RDONLY|O_DIRECTORY|O_CLOEXEC
-// (unix.O_NOFOLLOW: not a symlink).
-func openDir(dfd int, path string, flags int) (int, error) {
+// (unix.O_NOFOLLOW: not through a symlink at the last component), and
+// hands each chunk of dirents getdents(2) fills into buf to each, with the
+// open descriptor, until the directory ends or each reports it is done.
+func eachChunk(dfd int, path string, flags int, buf []byte, each func(fd int, chunk []byte) (done bool)) error {
+	var fd int
+	var err error
 	for {
-		fd, err := unix.Openat(dfd, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|flags, 0)
-		if err != unix.EINTR {
-			if err != nil {
-				return -1, &os.PathError{Op: "open", Path: path, Err: err}
-			}
-			return fd, nil
+		if fd, err = unix.Openat(dfd, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|flags, 0); err != unix.EINTR {
+			break
 		}
 	}
-}
-
-// readDirent fills buf from the directory fd, retrying an interrupted
-// read.
-func readDirent(fd int, buf []byte) (int, error) {
-	for {
-		n, err := unix.ReadDirent(fd, buf)
-		if err != unix.EINTR {
-			return n, err
-		}
-	}
-}
-
-// ReadNames lists the entries of the directory path, relative to dfd
-// (unix.AT_FDCWD: the working directory), but "." and "..", in the order
-// the file system gives them. flags are added to the open's (unix.O_NOFOLLOW:
-// not through a symlink at the last component).
-func ReadNames(dfd int, path string, flags int) ([]string, error) {
-	fd, err := openDir(dfd, path, flags)
 	if err != nil {
-		return nil, err
+		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	var names []string
-	buf := make([]byte, direntBuf)
 	for {
-		n, err := readDirent(fd, buf)
-		if err != nil {
-			return names, &os.PathError{Op: "readdirent", Path: path, Err: err}
+		n, err := unix.ReadDirent(fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return &os.PathError{Op: "readdirent", Path: path, Err: err}
+		case n <= 0:
+			return nil
 		}
-		if n <= 0 {
-			return names, nil
+		if each(fd, buf[:n]) {
+			return nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
+}
+
+// ReadNames lists the entries of the directory path, relative to dfd, but
+// "." and "..", in the order the file system gives them; flags are added
+// to the open's, as for eachChunk.
+func ReadNames(dfd int, path string, flags int) ([]string, error) {
+	var names []string
+	err := eachChunk(dfd, path, flags, make([]byte, direntBuf), func(_ int, chunk []byte) bool {
+		_, _, names = unix.ParseDirent(chunk, -1, names)
+		return false
+	})
+	return names, err
 }
 
 // IsEmpty reports whether the directory path, relative to dfd, has no
 // entry but "." and ".."; flags as for [ReadNames].
 func IsEmpty(dfd int, path string, flags int) (bool, error) {
-	fd, err := openDir(dfd, path, flags)
-	if err != nil {
-		return false, err
-	}
-	defer unix.Close(fd)
 	var buf [1024]byte
-	for {
-		n, err := readDirent(fd, buf[:])
-		if err != nil {
-			return false, &os.PathError{Op: "readdirent", Path: path, Err: err}
-		}
-		if n <= 0 {
-			return true, nil
-		}
-		if _, count, _ := unix.ParseDirent(buf[:n], 1, nil); count > 0 {
-			return false, nil
-		}
-	}
+	empty := true
+	err := eachChunk(dfd, path, flags, buf[:], func(_ int, chunk []byte) bool {
+		_, count, _ := unix.ParseDirent(chunk, 1, nil) // "." and ".." are not counted
+		empty = count == 0
+		return !empty
+	})
+	return empty && err == nil, err
 }
 
 // ErrNotRegular is a file ReadSmall will not read: not a regular file.
