@@ -136,6 +136,9 @@ func Gone(pidfd int) (<-chan struct{}, func()) {
 	if err != nil {
 		return nil, none
 	}
+	// O_NONBLOCK is the open file's, so the caller's pidfd gets it too:
+	// harmless to poll(2) and pidfd_send_signal, its only uses (a
+	// waitid(P_PIDFD) on it would return EAGAIN).
 	if err := unix.SetNonblock(dup, true); err != nil {
 		unix.Close(dup)
 		return nil, none

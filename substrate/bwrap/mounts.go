@@ -35,6 +35,10 @@ type mountWatch struct {
 	changed []string // "went /path" and "came /path"
 }
 
+// lastLookHook, set by tests alone, runs as the watch takes its last look
+// at a run's mount table.
+var lastLookHook func(r *running)
+
 // watchMounts starts the watch of a released sandbox's mount table; the
 // run's tree is killed if it changes. End it with done.
 func (r *running) watchMounts() *mountWatch {
@@ -128,6 +132,9 @@ func (w *mountWatch) watch(r *running) {
 			last = true
 		case <-w.stop:
 			last = true
+		}
+		if last && lastLookHook != nil {
+			lastLookHook(r)
 		}
 		// Read into one buffer, compared as bytes: a long run reads the
 		// table hundreds of times a second and allocates nothing for it.

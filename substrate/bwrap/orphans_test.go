@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -269,5 +270,56 @@ func TestNoRunWithoutTheInitHeld(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
 		t.Fatalf("the command ran without its init held: %v", err)
+	}
+}
+
+// TestTheLastLookComesAfterTheInitDied: the mount table's last look, which
+// must see any write a process of the sandbox could make, is taken only
+// once the sandbox's init has died — and every process of its namespace
+// with it. bwrap reports the command's exit and goes first, and its init
+// (killed as its parent dies) with a background process of the command
+// can outlive it a moment: a look at bwrap's exit came while they lived
+// (with that trigger back, 28 and 29 of 30 looks came early here).
+func TestTheLastLookComesAfterTheInitDied(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var looks, early int
+	lastLookHook = func(r *running) {
+		// The init is dead when its /proc entry is gone or a zombie.
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(r.initPID) + "/stat")
+		alive := false
+		if err == nil {
+			if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) {
+				alive = data[i+2] != 'Z' && data[i+2] != 'X'
+			}
+		}
+		mu.Lock()
+		looks++
+		if alive {
+			early++
+		}
+		mu.Unlock()
+	}
+	defer func() { lastLookHook = nil }()
+	ws := tempWorkspace(t)
+	for range 30 {
+		// A background process the command leaves, which the init's
+		// death ends.
+		if _, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin,
+			Command: []string{"/bin/sh", "-c", "sleep 5 & sleep 0.02; exit 0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if looks == 0 {
+		t.Fatal("no run's mount table had a last look")
+	}
+	if early > 0 {
+		t.Errorf("%d of %d last looks came while the sandbox's init lived", early, looks)
 	}
 }
