@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,6 +83,59 @@ func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
 	}
 	if c := cgroupsOf(f.cmd.Process.Pid); c["pids"] != child["pids"] {
 		t.Errorf("after Add: %q, was %q", c["pids"], child["pids"])
+	}
+}
+
+// TestCloseEndsWhatIsLeft: Close removes the run's cgroups even when a
+// process is still in them — it is killed first — and a Close of
+// cgroups already empty removes them at once.
+func TestCloseEndsWhatIsLeft(t *testing.T) {
+	h := pidsHost(t)
+	p, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := p.Start(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		busy.Close()
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	if err := busy.Add(cmd.Process.Pid); err != nil {
+		busy.Close()
+		t.Fatal(err)
+	}
+	dir := busy.dirs["pids"]
+	if err := busy.Close(); err != nil {
+		t.Errorf("Close of cgroups with a process left in them: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("the process left ended otherwise than by SIGKILL: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the process left in the cgroups outlived Close")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the cgroup %s is still there: %v", dir, err)
+	}
+	idle, err := p.Start(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = idle.dirs["pids"]
+	if err := idle.Close(); err != nil {
+		t.Errorf("Close of empty cgroups: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the cgroup %s is still there: %v", dir, err)
 	}
 }
 

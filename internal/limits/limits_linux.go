@@ -360,10 +360,15 @@ func (g *Group) Close() error {
 		if !ok {
 			continue
 		}
+		// Removed at once when the run's processes are gone, as they are
+		// once its tree has ended: what is still in it (EBUSY) is
+		// killed, and the removal tried again.
 		var err error
-		for range 200 { // bounded: 200 × ≤5 ms
-			for _, pid := range procsOf(dir) {
-				unix.Kill(pid, unix.SIGKILL)
+		for i := range 200 { // bounded: 200 × ≤5 ms
+			if i > 0 {
+				for _, pid := range procsOf(dir) {
+					unix.Kill(pid, unix.SIGKILL)
+				}
 			}
 			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
 				err = nil
@@ -372,7 +377,9 @@ func (g *Group) Close() error {
 			if !errors.Is(err, unix.EBUSY) {
 				break
 			}
-			time.Sleep(time.Millisecond)
+			if i > 0 {
+				time.Sleep(time.Millisecond)
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("limits: cannot remove the cgroup %s: %w", dir, err))
