@@ -193,21 +193,50 @@ func (s *Sandbox) mountPointsOf(tmpfsOnly bool) []string {
 }
 
 // missing lists, as "went PATH", the mount points of want that the mount
-// table lacks.
+// table lacks. One pass over the table, its lines not split apart: the
+// first look of every run makes it.
 func missing(want []string, table string) []string {
-	have := map[string]bool{}
-	for _, l := range strings.Split(table, "\n") {
-		if f := strings.Fields(l); len(f) >= 5 {
-			have[unescapeMount(f[4])] = true
+	seen := make(map[string]bool, len(want))
+	for _, p := range want {
+		seen[p] = false
+	}
+	left := len(seen)
+	for line := range strings.Lines(table) {
+		p := mountPointField(line)
+		if strings.Contains(p, "\\") {
+			p = unescapeMount(p)
+		}
+		if found, ok := seen[p]; ok && !found {
+			seen[p] = true
+			if left--; left == 0 {
+				return nil
+			}
 		}
 	}
 	var out []string
 	for _, p := range want {
-		if !have[p] {
+		if !seen[p] {
 			out = append(out, "went "+p)
+			seen[p] = true // once, should want name it twice
 		}
 	}
 	return out
+}
+
+// mountPointField returns the fifth field of a mountinfo line, its mount
+// point as the table has it (escaped), or "".
+func mountPointField(line string) string {
+	for range 4 {
+		i := strings.IndexByte(line, ' ')
+		if i < 0 {
+			return ""
+		}
+		line = strings.TrimLeft(line[i:], " ")
+	}
+	if i := strings.IndexAny(line, " \n"); i >= 0 {
+		line = line[:i]
+	}
+	return line
 }
 
 // unescapeMount undoes the octal escapes of a mountinfo path (\040 for a
