@@ -58,14 +58,16 @@ const (
 // warmStart makes, in the background, the check the os package makes
 // before a process's first start of another: whether pidfds work, which
 // opens one, waits on it and clones a child that exits at once (about
-// 0.15 ms here). exec calls it first, so that the check overlaps the
-// parsing and the preparing instead of delaying bwrap's start. (The
-// landlock helper, which reaps every child, runs from a package init and
-// never gets here.)
+// 0.15 ms here); then the reads of the host a first bwrap run makes
+// (bwrap.Ahead). exec calls it first, so that they overlap the parsing
+// and the admitting, while the other processor is idle, instead of
+// delaying bwrap's start. (The landlock helper, which reaps every child,
+// runs from a package init and never gets here.)
 func warmStart() {
 	if p, err := os.FindProcess(os.Getpid()); err == nil {
 		p.Release()
 	}
+	bwrap.Ahead(os.Environ())
 }
 
 func runExec(e *env, args []string) int {

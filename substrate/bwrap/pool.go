@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -239,6 +240,30 @@ func binOf(s Spec) (string, error) {
 		}
 	}
 	return trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
+}
+
+// Ahead reads now what a process's first run reads of the host and of
+// the process, each once per process: the limits the host can apply, the
+// process's identity (the owner its cgroups name) and namespaces (what a
+// sandbox's must differ from), the host's network interface
+// directories, and the bwrap that environ's PATH finds (still checked by
+// every run). A program about to start one run, as `cordon exec` is,
+// calls it in a goroutine while it admits the command: the reads then
+// come while a processor is idle, not while the run's setting up keeps
+// both busy.
+func Ahead(environ []string) {
+	limits.Detect()
+	limits.SelfID()
+	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "net"} {
+		selfNamespace(ns)
+	}
+	netSysDirs()
+	path, _ := lookupEnv(environ, "PATH")
+	if _, ok := foundIn.Load(path); !ok {
+		if bin, err := Find(path); err == nil {
+			foundIn.Store(path, bin)
+		}
+	}
 }
 
 // foundIn remembers, per PATH value, the bwrap [Find] found there, as a
