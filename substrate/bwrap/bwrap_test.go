@@ -563,6 +563,31 @@ func TestBinOfRemembersWhatItChecks(t *testing.T) {
 	}
 }
 
+// TestAheadRemembersNothingUnchecked: the bwrap Ahead finds in PATH is
+// the one a run then gets, and still checked by that run: one whose
+// directory others may write is refused.
+func TestAheadRemembersNothingUnchecked(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"PATH=" + dir}
+	Ahead(environ)
+	if v, ok := foundIn.Load(dir); !ok || v.(string) != filepath.Join(dir, "bwrap") {
+		t.Fatalf("Ahead remembered %v for PATH %s; want its bwrap", v, dir)
+	}
+	s := Spec{Policy: newPolicy(tempWorkspace(t)), Environ: environ}
+	if got, err := binOf(s); err != nil || got != filepath.Join(dir, "bwrap") {
+		t.Fatalf("binOf = %s, %v; want the bwrap Ahead found", got, err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := binOf(s); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Fatalf("binOf of the bwrap Ahead found, its directory writable by others = %v", err)
+	}
+}
+
 func TestDetect(t *testing.T) {
 	dir := t.TempDir()
 	fake := func(name, script string) string {
