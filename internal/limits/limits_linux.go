@@ -361,25 +361,22 @@ func (g *Group) Close() error {
 			continue
 		}
 		// Removed at once when the run's processes are gone, as they are
-		// once its tree has ended: what is still in it (EBUSY) is
-		// killed, and the removal tried again.
+		// once its tree has ended. Should the removal fail, whatever is
+		// still in the cgroup is killed — and the removal tried again
+		// while the cgroup is busy (EBUSY).
 		var err error
-		for i := range 200 { // bounded: 200 × ≤5 ms
-			if i > 0 {
-				for _, pid := range procsOf(dir) {
-					unix.Kill(pid, unix.SIGKILL)
-				}
-			}
+		for range 200 { // bounded: 200 × ≤5 ms
 			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
 				err = nil
 				break
 			}
+			for _, pid := range procsOf(dir) {
+				unix.Kill(pid, unix.SIGKILL)
+			}
 			if !errors.Is(err, unix.EBUSY) {
 				break
 			}
-			if i > 0 {
-				time.Sleep(time.Millisecond)
-			}
+			time.Sleep(time.Millisecond)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("limits: cannot remove the cgroup %s: %w", dir, err))

@@ -203,6 +203,9 @@ func missing(want []string, table string) []string {
 	left := len(seen)
 	for line := range strings.Lines(table) {
 		p := mountPointField(line)
+		if p == "" {
+			continue
+		}
 		if strings.Contains(p, "\\") {
 			p = unescapeMount(p)
 		}
@@ -225,13 +228,20 @@ func missing(want []string, table string) []string {
 
 // mountPointField returns the fifth field of a mountinfo line, its mount
 // point as the table has it (escaped), or "".
-func mountPointField(line string) string {
-	for range 4 {
+func mountPointField(line string) string { return mountinfoField(line, 4) }
+
+// mountinfoField returns field n (from 0) of a mountinfo line, or "". The
+// kernel separates the fields by one space and escapes a space, tab,
+// newline or backslash in a path (\040, \011, \012, \134), but no other
+// white space: a path may hold a \v, \r or a no-break space, which
+// strings.Fields would take for a separator.
+func mountinfoField(line string, n int) string {
+	for range n {
 		i := strings.IndexByte(line, ' ')
 		if i < 0 {
 			return ""
 		}
-		line = strings.TrimLeft(line[i:], " ")
+		line = line[i+1:]
 	}
 	if i := strings.IndexAny(line, " \n"); i >= 0 {
 		line = line[:i]
@@ -323,8 +333,7 @@ func tableChanges(a, b string, tmpfs []string) []string {
 		if as[l] {
 			continue
 		}
-		f := strings.Fields(l)
-		if len(f) >= 6 && slices.Contains(strings.Split(f[5], ","), "ro") {
+		if slices.Contains(strings.Split(mountinfoField(l, 5), ","), "ro") {
 			continue
 		}
 		p := mountPoint(l)
@@ -339,11 +348,11 @@ func tableChanges(a, b string, tmpfs []string) []string {
 
 // mountPoint is the mount point of a mountinfo line, unescaped.
 func mountPoint(line string) string {
-	f := strings.Fields(line)
-	if len(f) < 5 {
+	p := mountPointField(line)
+	if p == "" {
 		return line
 	}
-	return unescapeMount(f[4])
+	return unescapeMount(p)
 }
 
 // coveredBy reports whether p lies strictly below one of the sandbox's

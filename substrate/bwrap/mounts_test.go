@@ -38,3 +38,28 @@ func TestTableChanges(t *testing.T) {
 		t.Errorf("tmpfsPoints = %q", got)
 	}
 }
+
+// TestTableFieldsAreTheKernels: the kernel separates mountinfo's fields
+// by one space and escapes only space, tab, newline and backslash in a
+// path, so a path may hold a \v, a \r or a no-break space. Split on any
+// white space, such a root field would shift the mount point and the
+// options of its line: a missing mount read as present, a writable one
+// that came read as read-only.
+func TestTableFieldsAreTheKernels(t *testing.T) {
+	base := "21 1 0:1 / / ro,nosuid - ext4 /dev/vda rw\n" +
+		"23 21 0:1 /x\v/etc /ws/a rw - ext4 /dev/vda rw\n" +
+		"24 21 0:1 / /ws/b\u00a0c ro - ext4 /dev/vda rw\n"
+	if m := missing([]string{"/ws/a", "/ws/b\u00a0c"}, base); len(m) != 0 {
+		t.Errorf("missing(present mount points) = %q", m)
+	}
+	if m := missing([]string{"/etc"}, base); !slices.Equal(m, []string{"went /etc"}) {
+		t.Errorf("missing(/etc, which only a root field names) = %q; want it gone", m)
+	}
+	if m := missing([]string{"/ws/a"}, base+"\n"+"25 21\n"); len(m) != 0 {
+		t.Errorf("missing with a short line = %q", m)
+	}
+	now := base + "30 23 0:9 /y\vro /ws/a/mnt rw - tmpfs tmpfs rw\n"
+	if got := tableChanges(base, now, nil); !slices.Equal(got, []string{"came /ws/a/mnt"}) {
+		t.Errorf("tableChanges = %q; want the writable mount that came", got)
+	}
+}
