@@ -33,15 +33,9 @@ func (e Entry) IsDir() bool { return e.Type == fs.ModeDir }
 // hands each chunk of dirents getdents(2) fills into buf to each, with the
 // open descriptor, until the directory ends or each reports it is done.
 func eachChunk(dfd int, path string, flags int, buf []byte, each func(fd int, chunk []byte) (done bool)) error {
-	var fd int
-	var err error
-	for {
-		if fd, err = unix.Openat(dfd, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|flags, 0); err != unix.EINTR {
-			break
-		}
-	}
+	fd, err := open(dfd, path, unix.O_DIRECTORY|flags)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
+		return err
 	}
 	defer unix.Close(fd)
 	for {
@@ -56,6 +50,20 @@ func eachChunk(dfd int, path string, flags int, buf []byte, each func(fd int, ch
 		}
 		if each(fd, buf[:n]) {
 			return nil
+		}
+	}
+}
+
+// open opens path, relative to dfd, read-only and close-on-exec with
+// flags added, again when a signal interrupts it.
+func open(dfd int, path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dfd, path, unix.O_RDONLY|unix.O_CLOEXEC|flags, 0)
+		if err != unix.EINTR {
+			if err != nil {
+				return -1, &os.PathError{Op: "open", Path: path, Err: err}
+			}
+			return fd, nil
 		}
 	}
 }
@@ -93,15 +101,9 @@ var ErrNotRegular = errors.New("not a regular file")
 // FIFO planted there does not block the open). A file that is not regular
 // is ErrNotRegular; of a longer one, the first limit bytes are returned.
 func ReadSmall(dfd int, path string, flags int, limit int) ([]byte, error) {
-	var fd int
-	var err error
-	for {
-		if fd, err = unix.Openat(dfd, path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0); err != unix.EINTR {
-			break
-		}
-	}
+	fd, err := open(dfd, path, unix.O_NONBLOCK|flags)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t

@@ -228,18 +228,27 @@ func binOf(s Spec) (string, error) {
 	bin := s.Bwrap
 	if bin == "" {
 		path, _ := lookupEnv(s.Environ, "PATH")
-		if v, ok := foundIn.Load(path); ok && executable(v.(string)) {
-			bin = v.(string)
-		} else {
-			var err error
-			if bin, err = Find(path); err != nil {
-				foundIn.Delete(path)
-				return "", Unavailable(err)
-			}
-			foundIn.Store(path, bin)
+		var err error
+		if bin, err = findIn(path); err != nil {
+			return "", Unavailable(err)
 		}
 	}
 	return trustedProgram(bin, s.Policy.Workspace(), s.Policy.harness)
+}
+
+// findIn is [Find] of the PATH value path, remembered (foundIn): the
+// bwrap found there before while it is still an executable file.
+func findIn(path string) (string, error) {
+	if v, ok := foundIn.Load(path); ok && executable(v.(string)) {
+		return v.(string), nil
+	}
+	bin, err := Find(path)
+	if err != nil {
+		foundIn.Delete(path)
+		return "", err
+	}
+	foundIn.Store(path, bin)
+	return bin, nil
 }
 
 // Ahead reads now what a process's first run reads of the host and of
@@ -254,16 +263,12 @@ func binOf(s Spec) (string, error) {
 func Ahead(environ []string) {
 	limits.Detect()
 	limits.SelfID()
-	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "net"} {
+	for _, ns := range checkedNamespaces {
 		selfNamespace(ns)
 	}
 	netSysDirs()
 	path, _ := lookupEnv(environ, "PATH")
-	if _, ok := foundIn.Load(path); !ok {
-		if bin, err := Find(path); err == nil {
-			foundIn.Store(path, bin)
-		}
-	}
+	findIn(path)
 }
 
 // foundIn remembers, per PATH value, the bwrap [Find] found there, as a

@@ -470,6 +470,9 @@ func selfNamespace(ns string) (uint64, error) {
 	return ino, err
 }
 
+// checkedNamespaces are the namespaces verifyInit compares, in order.
+var checkedNamespaces = []string{"user", "mnt", "pid", "ipc", "uts", "net"}
+
 // verifyInit checks from outside that the process bwrap reported lives in
 // namespaces of its own — not this process's — and is the one bwrap
 // described.
@@ -479,7 +482,7 @@ func verifyInit(rec statusRecord, net Network) error {
 	if net == NetNone {
 		want["net"] = rec.NetNS
 	}
-	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "net"} {
+	for _, ns := range checkedNamespaces {
 		reported, ok := want[ns]
 		if !ok {
 			continue
