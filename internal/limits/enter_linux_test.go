@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,86 @@ func TestCloseEndsWhatIsLeft(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the cgroup %s is still there: %v", dir, err)
+	}
+}
+
+// TestCloseKillsWhatItCannotRemove: a run's cgroup that Close cannot
+// remove — its hierarchy read-only, here in a mount namespace of the
+// test's own — still has what is in it killed, and Close says it failed.
+func TestCloseKillsWhatItCannotRemove(t *testing.T) {
+	if os.Getenv("CORDON_LIMITS_READONLY_CHILD") == "1" {
+		closeOnReadOnlyCgroups(t)
+		return
+	}
+	pidsHost(t)
+	unshare, err := exec.LookPath("unshare")
+	testenv.Require(t, err == nil, "unshare(1) (util-linux) to make a mount namespace: %v", err)
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0], "-test.run=^TestCloseKillsWhatItCannotRemove$", "-test.v")
+	cmd.Env = append(os.Environ(), "CORDON_LIMITS_READONLY_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	// The child's cgroups are left (read-only there, not here): removed
+	// from this namespace, once what was in them is gone.
+	for _, line := range strings.Split(string(out), "\n") {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(line), "cgroup: "); ok && strings.Contains(dir, "/cordon-") {
+			for range 50 {
+				if unix.Rmdir(dir) == nil || !fileExists(dir) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestCloseKillsWhatItCannotRemove") {
+		t.Fatalf("in a mount namespace of its own: %v\n%s", err, out)
+	}
+}
+
+// closeOnReadOnlyCgroups is TestCloseKillsWhatItCannotRemove's child, in
+// a mount namespace of its own.
+func closeOnReadOnlyCgroups(t *testing.T) {
+	h := pidsHost(t)
+	p, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.Start(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range g.dirs {
+		fmt.Printf("cgroup: %s\n", dir)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	defer cmd.Process.Kill()
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	for c, dir := range g.dirs {
+		parent := filepath.Dir(dir)
+		if err := unix.Mount(parent, parent, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind %s: %v", parent, err)
+		}
+		if err := unix.Mount("", parent, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			t.Fatalf("read-only %s (%s): %v", parent, c, err)
+		}
+	}
+	if err := g.Close(); err == nil {
+		t.Errorf("Close of cgroups on a read-only hierarchy reported no error")
+	}
+	select {
+	case <-waited:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("the process left ended otherwise than by SIGKILL: %v", cmd.ProcessState)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the process in cgroups Close could not remove outlived it")
 	}
 }
 
