@@ -19,7 +19,8 @@
 //
 // # What the filter checks
 //
-// In this order, for the architecture the package was built for:
+// For the architecture the package was built for (the ABI first, then a
+// binary search on the call's number; see [Program]):
 //
 //   - a call on another ABI (i386 through int 0x80 on amd64, x32, 32-bit
 //     ARM on arm64) is refused;

@@ -576,51 +576,113 @@ func TestStringNamesEveryDenial(t *testing.T) {
 	}
 }
 
-// TestProgramSize: the program stays far below the kernel's limit and
-// its jumps within reach (assemble checks each one), each Metadata adds
-// only its own comparisons and the utimensat block, and each Network
-// only its socket block, and NetTCP its listen and send checks.
-func TestProgramSize(t *testing.T) {
-	tab := native(t)
-	const (
-		socketHost = 1 + 3     // the jump to the block, and the block
-		socketTCP  = 1 + 9     // the same
-		tcpSends   = 4 + 2 + 2 // listen's and the sends' jumps, the two flags blocks
-	)
-	for _, m := range metadatas {
-		size := map[Network]int{}
-		for _, n := range networks {
-			prog, err := Program(Policy{Network: n, Metadata: m})
-			if err != nil {
-				t.Fatal(err)
+// checked returns the system call numbers p's program sends anywhere but
+// straight to ALLOW: refused whole or checked by their arguments.
+func checked(tab *table, p Policy) map[uint32]bool {
+	nrs := map[uint32]bool{tab.clone3: true, tab.clone: true, tab.ioctl: true, tab.personality: true,
+		tab.socket: true, tab.socketpair: true}
+	for _, c := range slices.Concat(tab.denied, tab.deniedMetadata(p.Metadata)) {
+		nrs[c.nr] = true
+	}
+	if p.Metadata != MetadataAll {
+		nrs[tab.utimensat] = true
+	}
+	if p.Network == NetTCP {
+		nrs[tab.listen], nrs[tab.sendto], nrs[tab.sendmsg], nrs[tab.sendmmsg] = true, true, true, true
+	}
+	return nrs
+}
+
+// constAllow runs prog as the kernel does for each system call number
+// when it attaches a filter (seccomp_is_const_allow, kernel/seccomp.c):
+// with the number and the architecture only. It reports whether the run
+// ends in ALLOW without reading an argument — the kernel then lets that
+// call skip the filter — and how many instructions it took.
+func constAllow(t *testing.T, prog []bpf.RawInstruction, arch, nr uint32) (bool, int) {
+	t.Helper()
+	var a uint32
+	for pc, steps := 0, 1; pc < len(prog); pc, steps = pc+1, steps+1 {
+		in := prog[pc]
+		switch in.Op {
+		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+			switch in.K {
+			case offNr:
+				a = nr
+			case offArch:
+				a = arch
+			default:
+				return false, steps // an argument: not constant
 			}
-			size[n] = len(prog)
-		}
-		// NetNone's socket is one jump to the shared EPERM.
-		if got, want := size[NetHost]-size[NetNone], socketHost-1; got != want {
-			t.Errorf("%s: NetHost adds %d instructions to NetNone, want %d", m, got, want)
-		}
-		if got, want := size[NetTCP]-size[NetNone], socketTCP-1+tcpSends; got != want {
-			t.Errorf("%s: NetTCP adds %d instructions to NetNone, want %d", m, got, want)
+		case unix.BPF_RET | unix.BPF_K:
+			return in.K == allow, steps
+		case unix.BPF_JMP | unix.BPF_JA:
+			pc += int(in.K)
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K,
+			unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K, unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
+			var yes bool
+			switch in.Op & 0xf0 {
+			case unix.BPF_JEQ:
+				yes = a == in.K
+			case unix.BPF_JGE:
+				yes = a >= in.K
+			case unix.BPF_JGT:
+				yes = a > in.K
+			case unix.BPF_JSET:
+				yes = a&in.K != 0
+			}
+			if yes {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
+			a &= in.K
+		default:
+			return false, steps
 		}
 	}
-	for _, n := range networks {
-		size := map[Metadata]int{}
-		for _, m := range metadatas {
-			prog, err := Program(Policy{Network: n, Metadata: m})
-			if err != nil {
-				t.Fatal(err)
+	t.Fatalf("the program ran off its end for call %d", nr)
+	return false, 0
+}
+
+// maxSearch is the most instructions the program may take to decide a
+// call by its number alone. The kernel runs it that way for every number
+// of every ABI as it attaches the filter, so the time a load takes grows
+// with it: a run of ~75 comparisons took ~0.1 ms more per load.
+const maxSearch = 16
+
+// TestProgramSearch: every call the program does not check is one the
+// kernel can let skip the filter, and the program decides any number,
+// of its own ABI or another, in a few instructions — a search, not a
+// run of comparisons. It stays below the kernel's limit (assemble
+// checks that, and each jump's reach).
+func TestProgramSearch(t *testing.T) {
+	tab := native(t)
+	foreign := uint32(unix.AUDIT_ARCH_I386)
+	if tab.audit == unix.AUDIT_ARCH_AARCH64 {
+		foreign = unix.AUDIT_ARCH_ARM
+	}
+	for _, p := range policies {
+		prog, err := Program(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := checked(tab, p)
+		most, total := 0, 0
+		for nr := uint32(0); nr < 1024; nr++ {
+			ok, steps := constAllow(t, prog, tab.audit, nr)
+			if ok == want[nr] {
+				t.Errorf("%s: call %d: constant ALLOW %v, want %v", name(p), nr, ok, !want[nr])
 			}
-			size[m] = len(prog)
-			t.Logf("%s/%s: %d instructions", n, m, len(prog))
+			most, total = max(most, steps), total+steps
+			if ok, steps := constAllow(t, prog, foreign, nr); ok || steps > 3 {
+				t.Errorf("%s: call %d of another ABI: ALLOW %v after %d instructions, want a refusal within 3", name(p), nr, ok, steps)
+			}
 		}
-		const utimensat = 1 + 4 // the jump to the block, and the block
-		if got, want := size[MetadataByFD]-size[MetadataAll], len(tab.metadataByPath)+utimensat; got != want {
-			t.Errorf("%s: MetadataByFD adds %d instructions, want %d", n, got, want)
+		if most > maxSearch {
+			t.Errorf("%s: a call takes %d instructions to decide by its number, want at most %d", name(p), most, maxSearch)
 		}
-		if got, want := size[MetadataNone]-size[MetadataByFD], len(tab.metadataByFD); got != want {
-			t.Errorf("%s: MetadataNone adds %d instructions to MetadataByFD, want %d", n, got, want)
-		}
+		t.Logf("%s: %d instructions; by number alone at most %d a call, %d for calls 0-1023", name(p), len(prog), most, total)
 	}
 }
 
