@@ -13,7 +13,7 @@ import (
 // (fstatat, not following a symlink).
 func ReadEntries(dfd int, path string, flags int) ([]Entry, error) {
 	var entries []Entry
-	err := eachChunk(dfd, path, flags, make([]byte, direntBuf), func(fd int, b []byte) bool {
+	err := eachChunk(dfd, path, flags, nil, func(fd int, b []byte) bool {
 		// struct linux_dirent64: d_ino u64, d_off s64, d_reclen u16,
 		// d_type u8, d_name NUL-terminated.
 		for len(b) >= 19 {

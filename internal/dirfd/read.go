@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,6 +18,11 @@ import (
 
 // direntBuf is the buffer one read of a directory fills.
 const direntBuf = 4096
+
+// dirents holds the buffers of directory reads (*[direntBuf]byte): taken
+// once a directory is open, given back when it has been read. A run of a
+// sandbox lists a dozen directories, most of them absent.
+var dirents = sync.Pool{New: func() any { return new([direntBuf]byte) }}
 
 // Entry is a directory entry and its type as the directory gives it.
 type Entry struct {
@@ -31,13 +37,19 @@ func (e Entry) IsDir() bool { return e.Type == fs.ModeDir }
 // working directory), with flags added to O_RDONLY|O_DIRECTORY|O_CLOEXEC
 // (unix.O_NOFOLLOW: not through a symlink at the last component), and
 // hands each chunk of dirents getdents(2) fills into buf to each, with the
-// open descriptor, until the directory ends or each reports it is done.
+// open descriptor, until the directory ends or each reports it is done. A
+// nil buf is one of dirents: each must not keep the chunk.
 func eachChunk(dfd int, path string, flags int, buf []byte, each func(fd int, chunk []byte) (done bool)) error {
 	fd, err := open(dfd, path, unix.O_DIRECTORY|flags)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
+	if buf == nil {
+		b := dirents.Get().(*[direntBuf]byte)
+		defer dirents.Put(b)
+		buf = b[:]
+	}
 	for {
 		n, err := unix.ReadDirent(fd, buf)
 		switch {
@@ -73,7 +85,7 @@ func open(dfd int, path string, flags int) (int, error) {
 // to the open's, as for eachChunk.
 func ReadNames(dfd int, path string, flags int) ([]string, error) {
 	var names []string
-	err := eachChunk(dfd, path, flags, make([]byte, direntBuf), func(_ int, chunk []byte) bool {
+	err := eachChunk(dfd, path, flags, nil, func(_ int, chunk []byte) bool {
 		_, _, names = unix.ParseDirent(chunk, -1, names)
 		return false
 	})

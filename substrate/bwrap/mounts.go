@@ -93,25 +93,30 @@ func (w *mountWatch) watch(r *running) {
 	// watch began is no baseline. A pooled sandbox's table was checked
 	// when it was made, and found unchanged at its call a moment ago.
 	want, tmpfs := r.sb.mountPoints(), r.sb.tmpfsPoints()
+	// Read into one buffer, compared as bytes: a long run reads the
+	// table hundreds of times a second and allocates nothing for it.
+	bp := tableBufs.Get().(*[]byte)
+	defer tableBufs.Put(bp)
+	buf := *bp
+	defer func() { *bp = buf[:0] }()
 	base := r.base
 	if base == "" {
-		text, err := t.text(nil)
-		if err != nil {
+		var err error
+		if buf, err = t.text(buf); err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
 			return
 		}
-		base = string(text)
+		base = string(buf)
 		if went := missing(want, base); len(went) > 0 {
 			w.changedTo(r, went)
 			return
 		}
 	}
-	// A timer, not poll(2) on the table: a detach raises no event of the
-	// namespace anyway, and a sleeping goroutine costs the run no thread.
-	// The table is read every watchEvery, and once more when the run has
-	// ended — a command that wrote an exposed path and exited at once is
-	// reported too.
-	var buf []byte
+	// A timer, not poll(2) on the table: a change of a path on the way
+	// to a mount (a rename on the host) raises no event of the namespace,
+	// and a sleeping goroutine costs the run no thread. The table is read
+	// every watchEvery, and once more when the run has ended — a command
+	// that wrote an exposed path and exited at once is reported too.
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	// The last look is taken when no process of the sandbox can write
@@ -136,8 +141,6 @@ func (w *mountWatch) watch(r *running) {
 		if last && lastLookHook != nil {
 			lastLookHook(r)
 		}
-		// Read into one buffer, compared as bytes: a long run reads the
-		// table hundreds of times a second and allocates nothing for it.
 		var err error
 		if buf, err = t.text(buf); err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
@@ -278,6 +281,9 @@ func (w *mountWatch) stopped(d time.Duration) bool {
 		return false
 	}
 }
+
+// tableBufs holds the buffers the watches read tables into (*[]byte).
+var tableBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // readTable reads a mount table from its start into buf, grown as
 // needed (at most 4 MiB): a seek to the start, then reads in order, one

@@ -788,8 +788,13 @@ func (s *Sandbox) sendArgs() error {
 		return errors.New("bwrap: the options were sent already")
 	}
 	defer w.Close()
-	var b []byte
-	for _, a := range s.sideArgs() {
+	args := s.sideArgs()
+	n := 0
+	for _, a := range args {
+		n += len(a) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, a := range args {
 		b = append(append(b, a...), 0)
 	}
 	_, err := w.Write(b)
