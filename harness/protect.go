@@ -69,6 +69,9 @@ type Protected struct {
 	hashSize  int
 	gitlinks  []string
 	registry  string
+	// seen is what each path of the set was as Protect looked for
+	// symlinks on the way to it ([Protected.Seen]).
+	seen map[string]kind
 }
 
 // Root returns the canonical workspace the set belongs to.
@@ -80,6 +83,24 @@ func (p *Protected) State() []string { return slices.Clone(p.state) }
 // Paths returns the write-later paths and the directories pinned on the way
 // to them, sorted so that a directory comes before what is inside it.
 func (p *Protected) Paths() []Path { return slices.Clone(p.paths) }
+
+// Seen reports what Protect found at rel, a path of the set, as it looked
+// for symlinks on the way to it: whether something was there, and whether
+// that was a directory (never a symlink: Protect refuses those). ok is
+// false when it cannot say; look again then. It is what was there when
+// the set was found: a caller that changed the workspace since (made a
+// placeholder on the way) looks again.
+func (p *Protected) Seen(rel string) (exists, dir, ok bool) {
+	switch p.seen[rel] {
+	case kindAbsent:
+		return false, false, true
+	case kindDir:
+		return true, true, true
+	case kindOther:
+		return true, false, true
+	}
+	return false, false, false
+}
 
 // Verdict is what [Protected.Check] says of a path.
 type Verdict int
@@ -223,7 +244,13 @@ func (c Config) Protect(root string) (*Protected, error) {
 		return strings.Compare(a.Rel, b.Rel)
 	})
 	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
-		index: pr.indexFile, hashSize: pr.hashSize, gitlinks: pr.gitlinks, registry: c.RegistryDir()}
+		index: pr.indexFile, hashSize: pr.hashSize, gitlinks: pr.gitlinks, registry: c.RegistryDir(),
+		seen: make(map[string]kind, len(pr.paths))}
+	for _, q := range pr.paths {
+		if k, ok := pr.kinds[q.Rel]; ok {
+			out.seen[q.Rel] = k
+		}
+	}
 	if pr.indexFile != "" {
 		out.indexStat, _ = os.Lstat(pr.indexFile)
 	}
@@ -291,7 +318,7 @@ type protector struct {
 	paths []Path
 	seen  map[string]bool // git directories visited
 	dirs  int
-	links map[string]bool // workspace-relative path → is a symlink
+	kinds map[string]kind // workspace-relative path → what it was
 	// The root repository's index and its gitlinks, when the repository
 	// is the workspace's own.
 	indexFile string
@@ -508,6 +535,9 @@ func (pr *protector) gitDir(gitdir, top string) error {
 // through it would change what the host reads by its name. Each component
 // is looked at once per Protect.
 func (pr *protector) noSymlink(rel string) error {
+	if pr.kinds == nil {
+		pr.kinds = map[string]kind{}
+	}
 	cur := ""
 	for _, c := range strings.Split(rel, "/") {
 		if cur == "" {
@@ -515,19 +545,18 @@ func (pr *protector) noSymlink(rel string) error {
 		} else {
 			cur += "/" + c
 		}
-		link, ok := pr.links[cur]
+		k, ok := pr.kinds[cur]
 		if !ok {
-			fi, err := os.Lstat(filepath.Join(pr.root, cur))
-			link = err == nil && fi.Mode()&fs.ModeSymlink != 0
-			if pr.links == nil {
-				pr.links = map[string]bool{}
-			}
-			pr.links[cur] = link
-			if err != nil {
-				return nil // absent from here on: masked
-			}
+			k = kindOf(filepath.Join(pr.root, cur))
+			pr.kinds[cur] = k
 		}
-		if link {
+		switch k {
+		case kindAbsent:
+			pr.kinds[rel] = kindAbsent
+			return nil // absent from here on: masked
+		case kindUnknown:
+			return nil // not to be looked at: nothing to bind through
+		case kindLink:
 			what := "is a symlink"
 			if cur != rel {
 				what = "has a symlink on the way (" + cur + ")"
@@ -536,6 +565,33 @@ func (pr *protector) noSymlink(rel string) error {
 		}
 	}
 	return nil
+}
+
+// kind is what a path of the workspace was when Protect looked at it.
+type kind uint8
+
+const (
+	kindUnknown kind = iota // lstat failed, not for its absence
+	kindAbsent
+	kindLink
+	kindDir
+	kindOther // a file, or anything else that is no directory or symlink
+)
+
+// kindOf looks at path, not following a symlink.
+func kindOf(path string) kind {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return kindAbsent
+	case err != nil:
+		return kindUnknown
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return kindLink
+	case fi.IsDir():
+		return kindDir
+	}
+	return kindOther
 }
 
 // config reads gitdir's configuration (and what it includes) and protects

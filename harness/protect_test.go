@@ -560,3 +560,42 @@ func TestProtectHome(t *testing.T) {
 		}
 	})
 }
+
+// TestSeen: Protected.Seen says what Protect found at each path of the set
+// — a directory, a file, nothing (the path, or a directory on the way to
+// it, absent) — and nothing for a path outside the set or one it could
+// not look at.
+func TestSeen(t *testing.T) {
+	top := makeTree(t, "ws", nil, [][]string{{"init", "-q", "ws"}}, []string{"ws/.vscode/", "ws/.git/modules/x"})
+	root := filepath.Join(top, "ws")
+	p, err := testConfig(t, top).Protect(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, q := range p.Paths() {
+		paths[q.Rel] = true
+	}
+	for _, c := range []struct {
+		rel             string
+		exists, dir, ok bool
+	}{
+		{".vscode", true, true, true},
+		{".git/config", true, false, true},
+		{".git/hooks", true, true, true},
+		{".git/modules", true, true, true},
+		{".idea", false, false, true},
+		{".git/worktrees", false, false, true},
+		{".git/modules/x", false, false, false}, // under a read-only directory: not in the set
+		{"src", false, false, false},
+	} {
+		if !paths[c.rel] && c.ok {
+			t.Errorf("%s is not in the set %v", c.rel, p)
+			continue
+		}
+		exists, dir, ok := p.Seen(c.rel)
+		if exists != c.exists || dir != c.dir || ok != c.ok {
+			t.Errorf("Seen(%s) = %v, %v, %v; want %v, %v, %v", c.rel, exists, dir, ok, c.exists, c.dir, c.ok)
+		}
+	}
+}

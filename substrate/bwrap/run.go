@@ -185,6 +185,17 @@ var releaseHook func(released bool)
 // is left. A bwrap that ended before it reported a sandbox is not an
 // error here: finish says what it was.
 func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *running, err error) {
+	// The host side is prepared while bwrap is found, checked, forked
+	// and loaded: bwrap starts first and waits for its options on a pipe.
+	// The longer of the two, it is started first.
+	sb := built
+	prep := make(chan error, 1)
+	if sb == nil {
+		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
+		go func() { prep <- sb.build(s.Environ) }()
+	} else {
+		prep <- nil
+	}
 	// The run's cgroups, made ahead or meanwhile: bwrap is born in them,
 	// and cannot start before them.
 	made := make(chan *limits.Group, 1)
@@ -197,16 +208,6 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			madeErr = err
 			made <- g
 		}()
-	}
-	// The host side is prepared while bwrap is found, checked, forked
-	// and loaded: bwrap starts first and waits for its options on a pipe.
-	sb := built
-	prep := make(chan error, 1)
-	if sb == nil {
-		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
-		go func() { prep <- sb.build(s.Environ) }()
-	} else {
-		prep <- nil
 	}
 	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep })}
 	group := sync.OnceValue(func() *limits.Group { return <-made })

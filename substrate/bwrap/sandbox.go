@@ -324,7 +324,11 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 		protected = append(protected, filepath.Join(ws, h))
 	}
 	// Placeholders first: a directory made on the way to one (an absent
-	// parent of an absent include) is pinned like any other.
+	// parent of an absent include) is pinned like any other. What Protect
+	// found a moment ago, under the same run lock, is not looked at
+	// again: that something is there (it was no symlink), or that a path
+	// is absent — unless a placeholder made since lies beneath it (the
+	// directories on the way to a placeholder are made with it).
 	paths := s.protected.Paths()
 	made := map[string]bool{} // placeholders made just now: no symlink, no need to look again
 	for _, q := range paths {
@@ -332,8 +336,12 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 			continue
 		}
 		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
-		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		if exists, _, ok := s.protected.Seen(q.Rel); ok && exists {
 			continue
+		} else if !ok || madeBeneath(made, path) {
+			if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
 		}
 		switch err := s.placeholder(q); {
 		case err == nil:
@@ -347,6 +355,16 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
 		if made[path] {
 			protected = append(protected, path) // read-only, as made
+			continue
+		}
+		if exists, dir, ok := s.protected.Seen(q.Rel); ok && exists {
+			if q.Mode == harness.Pinned {
+				if dir {
+					pins = append(pins, path)
+				}
+				continue
+			}
+			protected = append(protected, path)
 			continue
 		}
 		fi, err := os.Lstat(path)
@@ -373,6 +391,16 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 	sort.SliceStable(pins, func(i, j int) bool { return len(pins[i]) < len(pins[j]) })
 	sort.SliceStable(protected, func(i, j int) bool { return len(protected[i]) < len(protected[j]) })
 	return pins, protected, nil
+}
+
+// madeBeneath reports whether a placeholder in made lies beneath dir.
+func madeBeneath(made map[string]bool, dir string) bool {
+	for m := range made {
+		if within(m, dir) && m != dir {
+			return true
+		}
+	}
+	return false
 }
 
 // placeholder creates the mount point of an absent read-only path, and the
