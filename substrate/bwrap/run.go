@@ -421,14 +421,15 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	defer r.end()
 	watch := r.watchMounts()
 	o := r.t.Wait(ctx)
-	changed := watch.done()
 	// Every process of the run is gone: what it left in the index is
 	// final, and so is what the limits saw (a pread of each counter,
-	// opened with the cgroups).
+	// opened with the cgroups). Read while the watch takes its last
+	// look.
 	if p := r.sb.Protected(); p != nil {
 		o.Notes = p.QuarantineNotes()
 	}
 	o.Notes = append(o.Notes, r.grp.Notes()...)
+	changed := watch.done()
 	if len(changed) > 0 {
 		// The command ran, and cordon ended it: that is the outcome,
 		// whatever bwrap got to report.
@@ -436,9 +437,8 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 		o.ExitCode, o.Signal = 128+int(unix.SIGKILL), "SIGKILL"
 		return o, nil
 	}
-	ran := r.sb.ran()
 	switch {
-	case ran:
+	case r.sb.ran():
 		remember(r.bin, nil)
 		return o, nil
 	case o.TimedOut || o.Canceled:
