@@ -230,6 +230,13 @@ func (c Config) Protect(root string) (*Protected, error) {
 	if err := pr.git(); err != nil {
 		return nil, err
 	}
+	// Looked at for symlinks first: a directory found absent has no
+	// links to list.
+	for _, q := range pr.paths {
+		if err := pr.noSymlink(q.Rel); err != nil {
+			return nil, err
+		}
+	}
 	pr.linkTargets()
 	pr.pinAncestors()
 	for _, q := range pr.paths {
@@ -828,7 +835,7 @@ func (pr *protector) linkTargets() {
 		}
 	}
 	for _, q := range slices.Clone(pr.paths) {
-		if q.Mode == ReadOnly && q.Dir {
+		if q.Mode == ReadOnly && q.Dir && pr.kinds[q.Rel] != kindAbsent {
 			walk(q.Rel, 0)
 		}
 	}
