@@ -232,6 +232,21 @@ func (r *Runtime) Warm(p *admission.Prepared) error {
 	return r.pool.Warm(spec)
 }
 
+// Ahead readies, in the background, what a run of p is about to need and
+// can be made before it is asked for: on bwrap, its cgroups. A caller
+// that has admitted a command and has more to do before it runs it (a
+// command line setting up its signals) calls it first. Nothing of the
+// run is decided by it: a run takes what was readied only when it is
+// exactly its own, and Close removes what no run took.
+func (r *Runtime) Ahead(p *admission.Prepared) {
+	if p.Grant.Substrate != bwrap.Name {
+		return
+	}
+	if spec, err := r.bwrapSpec(p); err == nil {
+		r.groups.Ahead(spec.Policy)
+	}
+}
+
 // PoolStats returns what the runtime's pool did (zero without one).
 func (r *Runtime) PoolStats() bwrap.PoolStats {
 	if r.pool == nil {

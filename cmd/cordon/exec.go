@@ -130,6 +130,10 @@ func runExec(e *env, args []string) int {
 		return e.refuse("exec", fs.Arg(0), err)
 	}
 
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
+	rt.Ahead(p) // the run's cgroups, made while the rest gets ready
+
 	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
 	// dies before cordon exits.
 	ctx, intr := interruptible()
@@ -144,8 +148,6 @@ func runExec(e *env, args []string) int {
 	if code := e.admitUnattended(ctx, *autonomyLevel, "exec", p); code >= 0 {
 		return code
 	}
-	rt := runtime.New(runtime.Config{})
-	defer rt.Close()
 	res, err := rt.Run(ctx, p)
 	if err != nil {
 		return e.fail(err)

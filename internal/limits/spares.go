@@ -17,11 +17,13 @@ import (
 // any abandoned cgroup. A spare is taken within a minute of being made
 // (and replaced after that), long before a sweep would take it for
 // abandoned. A spare is made for a plan once a second run
-// has taken its cgroups: a caller that runs once (a command line) makes
-// none. The zero value is ready; a nil *Spares makes none.
+// has taken its cgroups, or when the caller knows its next run's plan
+// ([Spares.Ahead]): a caller that runs once (a command line) makes none
+// otherwise. The zero value is ready; a nil *Spares makes none.
 type Spares struct {
 	mu     sync.Mutex
 	ready  map[string]spare
+	making map[string]chan struct{} // closed once the spare being made is ready, or failed
 	runs   map[string]int
 	closed bool
 	wg     sync.WaitGroup
@@ -63,7 +65,8 @@ func spareKey(p Plan, extra int) string {
 }
 
 // Take returns a spare for a run of p, or nil when there is none fresh
-// (the run makes its own: [Plan.Start]); it counts the run.
+// (the run makes its own: [Plan.Start]); it counts the run. A spare being
+// made for p ([Spares.Ahead]) is waited for.
 func (s *Spares) Take(p Plan, extra int) *Group {
 	k := spareKey(p, extra)
 	if s == nil || k == "" {
@@ -71,6 +74,11 @@ func (s *Spares) Take(p Plan, extra int) *Group {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ch := s.making[k]; ch != nil {
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
 	sp, ok := s.ready[k]
 	delete(s.ready, k)
 	if s.runs == nil {
@@ -96,33 +104,73 @@ func (s *Spares) Take(p Plan, extra int) *Group {
 // Refill makes a spare for the next run of p, if there is none and p
 // has run twice; call it off the run's path, once the run is over.
 func (s *Spares) Refill(p Plan, extra int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.runs[spareKey(p, extra)] < 2 {
+		s.mu.Unlock()
+		return
+	}
+	done := s.startMaking(p, extra)
+	s.mu.Unlock()
+	if done != nil {
+		done()
+	}
+}
+
+// Ahead makes, in the background, a spare for a run of p that is about
+// to be asked for: a command line that has admitted its command makes
+// the run's cgroups while it gets ready to run it. The run's Take waits
+// for it.
+func (s *Spares) Ahead(p Plan, extra int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	done := s.startMaking(p, extra)
+	s.mu.Unlock()
+	if done != nil {
+		go done()
+	}
+}
+
+// startMaking notes a spare of p as being made, unless there is one or
+// one is being made, and returns what makes it (nil: nothing to make).
+// Call it with s.mu held.
+func (s *Spares) startMaking(p Plan, extra int) func() {
 	k := spareKey(p, extra)
-	if s == nil || k == "" {
-		return
+	if k == "" || s.closed || s.making[k] != nil {
+		return nil
 	}
-	s.mu.Lock()
-	if _, ok := s.ready[k]; s.closed || ok || s.runs[k] < 2 {
-		s.mu.Unlock()
-		return
+	if _, ok := s.ready[k]; ok {
+		return nil
 	}
+	ch := make(chan struct{})
+	if s.making == nil {
+		s.making = map[string]chan struct{}{}
+	}
+	s.making[k] = ch
 	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	g, err := p.Start(extra)
-	if err != nil {
-		return // the next run makes its own, and says why it could not
-	}
-	s.mu.Lock()
-	if _, ok := s.ready[k]; s.closed || ok {
+	return func() {
+		defer s.wg.Done()
+		g, err := p.Start(extra) // on an error the run makes its own, and says why it could not
+		s.mu.Lock()
+		delete(s.making, k)
+		close(ch)
+		if _, ok := s.ready[k]; err != nil || s.closed || ok {
+			s.mu.Unlock()
+			if err == nil {
+				g.Close()
+			}
+			return
+		}
+		if s.ready == nil {
+			s.ready = map[string]spare{}
+		}
+		s.ready[k] = spare{g, time.Now()}
 		s.mu.Unlock()
-		g.Close()
-		return
 	}
-	if s.ready == nil {
-		s.ready = map[string]spare{}
-	}
-	s.ready[k] = spare{g, time.Now()}
-	s.mu.Unlock()
 }
 
 // Close removes the spares; no more are made.

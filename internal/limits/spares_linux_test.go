@@ -106,3 +106,61 @@ func TestSparesAreMadeAheadForTheirPlanAlone(t *testing.T) {
 		t.Error("a plan of rlimits has spares")
 	}
 }
+
+// TestSparesAheadAreWaitedFor: a spare asked for ahead of a plan's first
+// run is made in the background; the run's Take waits for it and gets it,
+// a second Ahead while one is made or ready makes no other, a plan of
+// rlimits gets none, and Close removes one no run took.
+func TestSparesAheadAreWaitedFor(t *testing.T) {
+	h := pidsHost(t)
+	p, err := h.Plan(Spec{Pids: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Spares
+	s.Ahead(p, 2)
+	s.Ahead(p, 2) // one is being made: no other
+	g := s.Take(p, 2)
+	if g == nil {
+		t.Fatal("the run did not get the spare made ahead of it")
+	}
+	if data, err := os.ReadFile(filepath.Join(g.dirs["pids"], "pids.max")); err != nil || strings.TrimSpace(string(data)) != "9" {
+		t.Errorf("the spare's pids.max: %q %v, want 9", data, err)
+	}
+	if len(s.ready) != 0 || len(s.making) != 0 {
+		t.Errorf("left after the take: %d ready, %d being made; want none", len(s.ready), len(s.making))
+	}
+	g.Close()
+
+	s.Ahead(p, 2)
+	if g := s.Take(p, 0); g != nil { // another plan (extra): nothing to wait for, nothing to take
+		t.Error("a run of another plan took the spare made ahead")
+		g.Close()
+	}
+	s.wg.Wait()
+	if len(s.ready) != 1 {
+		t.Fatalf("%d spares ready after Ahead, want 1", len(s.ready))
+	}
+	s.Ahead(p, 2) // one is ready: no other
+	s.wg.Wait()
+	if len(s.ready) != 1 {
+		t.Fatalf("%d spares ready after a second Ahead, want 1", len(s.ready))
+	}
+	left := s.ready[spareKey(p, 2)].g
+	s.Close()
+	if _, err := os.Stat(left.dirs["pids"]); err == nil {
+		t.Error("Close left the spare made ahead")
+	}
+	s.Ahead(p, 2)
+	if len(s.ready) != 0 || len(s.making) != 0 {
+		t.Error("a spare was made after Close")
+	}
+
+	r := p
+	r.Pids = Rlimit
+	var s2 Spares
+	s2.Ahead(r, 2)
+	if len(s2.making) != 0 {
+		t.Error("a plan of rlimits has a spare made ahead")
+	}
+}

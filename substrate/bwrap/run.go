@@ -591,6 +591,14 @@ func (g *Groups) take(p limits.Plan) *limits.Group {
 	return g.spares.Take(p, sandboxProcesses)
 }
 
+// Ahead makes, in the background, the cgroups of a run of p that is
+// about to be asked for: the run then does not wait for them.
+func (g *Groups) Ahead(p Policy) {
+	if g != nil {
+		g.spares.Ahead(p.limits, sandboxProcesses)
+	}
+}
+
 func (g *Groups) refill(p limits.Plan) {
 	if g != nil {
 		g.spares.Refill(p, sandboxProcesses)
