@@ -591,12 +591,15 @@ func (g *Groups) take(p limits.Plan) *limits.Group {
 	return g.spares.Take(p, sandboxProcesses)
 }
 
-// Ahead makes, in the background, the cgroups of a run of p that is
-// about to be asked for: the run then does not wait for them.
+// Ahead makes, in the background, what a run of p that is about to be
+// asked for would make on its way to bwrap's start: its cgroups, and its
+// seccomp program (made once per process). The run then waits for
+// neither.
 func (g *Groups) Ahead(p Policy) {
 	if g != nil {
 		g.spares.Ahead(p.limits, sandboxProcesses)
 	}
+	go filterOf(p.Seccomp())
 }
 
 func (g *Groups) refill(p limits.Plan) {

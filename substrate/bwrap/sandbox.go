@@ -580,24 +580,33 @@ var filters sync.Map // seccomp.Policy → []byte
 // seccompFilter returns a pipe from which bwrap reads the seccomp program
 // of p (--seccomp): the program is written whole, the writing end closed.
 func seccompFilter(p seccomp.Policy) (*os.File, error) {
-	prog, ok := filters.Load(p)
-	if !ok {
-		b, err := seccomp.Marshal(p)
-		if err != nil {
-			return nil, err
-		}
-		prog, _ = filters.LoadOrStore(p, b)
+	prog, err := filterOf(p)
+	if err != nil {
+		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	if _, err := w.Write(prog.([]byte)); err != nil {
+	if _, err := w.Write(prog); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("cannot hand bwrap its seccomp filter: %w", err)
 	}
 	return r, nil
+}
+
+// filterOf returns the seccomp program of p, made once per process.
+func filterOf(p seccomp.Policy) ([]byte, error) {
+	if prog, ok := filters.Load(p); ok {
+		return prog.([]byte), nil
+	}
+	b, err := seccomp.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	prog, _ := filters.LoadOrStore(p, b)
+	return prog.([]byte), nil
 }
 
 // Args returns bwrap's argument list (without the program name) for argv,
