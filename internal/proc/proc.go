@@ -314,8 +314,19 @@ func (t *Tree) outlasting() []int {
 	return slices.Clone(t.outlast)
 }
 
-// Kill ends the tree at once (SIGKILL to every process of it).
+// Kill ends the tree at once (SIGKILL to every process of it). A
+// supervised tree whose root has been reaped has nothing left to signal
+// by the root's ID, which may name another process by then: what it
+// supervised dies with the inits Wait outlasts (and kills, held by
+// pidfds). Kill then does nothing.
 func (t *Tree) Kill() {
+	if t.spec.Supervised {
+		select {
+		case <-t.exited:
+			return
+		default:
+		}
+	}
 	signalTree(t.cmd.Process.Pid, t.spec.Supervised, syscall.SIGKILL)
 }
 
