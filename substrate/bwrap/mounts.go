@@ -15,6 +15,17 @@ import (
 // watchEvery is how often a run's mount table is read again.
 const watchEvery = 5 * time.Millisecond
 
+// releaseEvery is how often the watch asks whether the sandbox's init has
+// taken its release (one FIONREAD), before the first look: a run over
+// within it is not looked at. 0.2 ms against 1 ms before cost no
+// measurable time (runtime.Run of true, 600 shuffled runs: 11.57 against
+// 11.58 ms), at ~30 more wake-ups a run, and left unwatched 1 of 100 runs
+// of a static program that writes and exits at once, instead of 5.
+const (
+	releaseEvery = 200 * time.Microsecond
+	releaseWait  = 5 * time.Second
+)
+
 // mountWatch watches a sandbox's mount table for the length of its run.
 //
 // The table is fixed once bwrap has set the sandbox up: the command may
@@ -67,12 +78,12 @@ func (w *mountWatch) watch(r *running) {
 		// The table is final once the init has taken its release: it
 		// mounts nothing after, and starts the command
 		// ([Sandbox.releaseTaken]). (A run over
-		// before the first look, a millisecond, goes unwatched.)
+		// before the first look, releaseEvery, goes unwatched.)
 		for i := 0; !r.sb.releaseTaken(); i++ {
-			if w.stopped(time.Millisecond) {
+			if w.stopped(releaseEvery) {
 				return
 			}
-			if i == 5000 {
+			if i == int(releaseWait/releaseEvery) {
 				w.changedTo(r, []string{"the sandbox's init did not take its release in 5s: the table cannot be watched"})
 				return
 			}
