@@ -132,7 +132,7 @@ func runExec(e *env, args []string) int {
 
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
-	rt.Ahead(p) // the run's cgroups, made while the rest gets ready
+	rt.Ahead(p) // what the run needs first, made while the rest gets ready
 
 	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
 	// dies before cordon exits.

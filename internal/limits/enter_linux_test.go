@@ -30,12 +30,10 @@ func pidsHost(t *testing.T) Host {
 	return h
 }
 
-// TestEnterBearsTheChildInTheCgroups: a process forked by a thread that
-// entered the run's cgroups is born in them, with the limit written, and
-// the thread is back in this process's cgroups afterwards.
-func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
-	h := pidsHost(t)
-	p, err := h.Plan(Spec{Pids: 7})
+// pidsGroup makes a run's cgroups for 7 processes and 2 more (pids.max 9).
+func pidsGroup(t *testing.T) *Group {
+	t.Helper()
+	p, err := pidsHost(t).Plan(Spec{Pids: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +41,47 @@ func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+// sleepIn starts a sleep and adds it to g; the channel is closed once
+// the sleep has been waited for. The sleep is killed when the test ends.
+func sleepIn(t *testing.T, g *Group) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-waited })
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	return cmd, waited
+}
+
+// wantKilled requires the sleep of sleepIn to have ended by SIGKILL
+// within 5s.
+func wantKilled(t *testing.T, cmd *exec.Cmd, waited <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-waited:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("the process left ended otherwise than by SIGKILL: %v", cmd.ProcessState)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the process left in the cgroups outlived Close")
+	}
+}
+
+// TestEnterBearsTheChildInTheCgroups: a process forked by a thread that
+// entered the run's cgroups is born in them, with the limit written, and
+// the thread is back in this process's cgroups afterwards.
+func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
+	g := pidsGroup(t)
 	defer g.Close()
 	type forked struct {
 		cmd    *exec.Cmd
@@ -91,46 +130,17 @@ func TestEnterBearsTheChildInTheCgroups(t *testing.T) {
 // process is still in them — it is killed first — and a Close of
 // cgroups already empty removes them at once.
 func TestCloseEndsWhatIsLeft(t *testing.T) {
-	h := pidsHost(t)
-	p, err := h.Plan(Spec{Pids: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy, err := p.Start(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		busy.Close()
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	defer cmd.Process.Kill()
-	if err := busy.Add(cmd.Process.Pid); err != nil {
-		busy.Close()
-		t.Fatal(err)
-	}
+	busy := pidsGroup(t)
+	cmd, waited := sleepIn(t, busy)
 	dir := busy.dirs["pids"]
 	if err := busy.Close(); err != nil {
 		t.Errorf("Close of cgroups with a process left in them: %v", err)
 	}
-	select {
-	case err := <-waited:
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-			t.Errorf("the process left ended otherwise than by SIGKILL: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("the process left in the cgroups outlived Close")
-	}
+	wantKilled(t, cmd, waited)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the cgroup %s is still there: %v", dir, err)
 	}
-	idle, err := p.Start(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idle := pidsGroup(t)
 	dir = idle.dirs["pids"]
 	if err := idle.Close(); err != nil {
 		t.Errorf("Close of empty cgroups: %v", err)
@@ -174,30 +184,11 @@ func TestCloseKillsWhatItCannotRemove(t *testing.T) {
 // closeOnReadOnlyCgroups is TestCloseKillsWhatItCannotRemove's child, in
 // a mount namespace of its own.
 func closeOnReadOnlyCgroups(t *testing.T) {
-	h := pidsHost(t)
-	p, err := h.Plan(Spec{Pids: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := p.Start(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := pidsGroup(t)
 	for _, dir := range g.dirs {
 		fmt.Printf("cgroup: %s\n", dir)
 	}
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		g.Close()
-		t.Fatal(err)
-	}
-	waited := make(chan struct{})
-	go func() { cmd.Wait(); close(waited) }()
-	defer cmd.Process.Kill()
-	if err := g.Add(cmd.Process.Pid); err != nil {
-		g.Close()
-		t.Fatal(err)
-	}
+	cmd, waited := sleepIn(t, g)
 	for c, dir := range g.dirs {
 		parent := filepath.Dir(dir)
 		if err := unix.Mount(parent, parent, "", unix.MS_BIND, ""); err != nil {
@@ -210,14 +201,7 @@ func closeOnReadOnlyCgroups(t *testing.T) {
 	if err := g.Close(); err == nil {
 		t.Errorf("Close of cgroups on a read-only hierarchy reported no error")
 	}
-	select {
-	case <-waited:
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-			t.Errorf("the process left ended otherwise than by SIGKILL: %v", cmd.ProcessState)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("the process in cgroups Close could not remove outlived it")
-	}
+	wantKilled(t, cmd, waited)
 }
 
 // TestSweepRemovesOnlyAbandonedCgroups: the cgroup of a dead owner goes,

@@ -316,9 +316,9 @@ func (t *Tree) outlasting() []int {
 
 // Kill ends the tree at once (SIGKILL to every process of it). A
 // supervised tree whose root has been reaped has nothing left to signal
-// by the root's ID, which may name another process by then: what it
-// supervised dies with the inits Wait outlasts (and kills, held by
-// pidfds). Kill then does nothing.
+// by the root's ID, which may name another process by then: the root's
+// death killed the sandbox it supervised, whose inits Wait outlasts.
+// Kill then does nothing.
 func (t *Tree) Kill() {
 	if t.spec.Supervised {
 		select {

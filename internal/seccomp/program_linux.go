@@ -47,9 +47,9 @@ const (
 // kernel runs it (seccomp_cache_prepare) for every system call number of
 // each ABI to find the calls it always allows, which then skip it. Each
 // of those runs walked the whole run of comparisons, ~75 of them, on
-// every number: a third of a millisecond each time the filter was loaded
-// (twice in a bubblewrap sandbox: the init and the command). The search
-// takes a handful of comparisons for any number.
+// every number: a load took 118 µs at best, against 67 µs with the
+// search (twice in a bubblewrap sandbox: the init and the command),
+// which decides any number in at most 13 instructions.
 //
 // It returns an error for an architecture without a table and for a
 // Network or Metadata it does not know.

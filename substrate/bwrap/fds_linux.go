@@ -70,7 +70,7 @@ func bwrapAttr() *syscall.SysProcAttr {
 // A raw system call: it never blocks, and one made through the runtime's
 // entersyscall while every processor is idle wakes the runtime's sysmon,
 // which then looks every 20 µs for a millisecond. The mount watch asks
-// every millisecond while bwrap sets the sandbox up.
+// every releaseEvery while bwrap sets the sandbox up.
 func pipeUnread(fd int) (int, error) {
 	var n int32
 	if _, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCINQ, uintptr(unsafe.Pointer(&n))); e != 0 {

@@ -84,7 +84,7 @@ func (w *mountWatch) watch(r *running) {
 				return
 			}
 			if i == int(releaseWait/releaseEvery) {
-				w.changedTo(r, []string{"the sandbox's init did not take its release in 5s: the table cannot be watched"})
+				w.changedTo(r, []string{fmt.Sprintf("the sandbox's init did not take its release in %v: the table cannot be watched", releaseWait)})
 				return
 			}
 		}

@@ -187,7 +187,6 @@ var releaseHook func(released bool)
 func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *running, err error) {
 	// The host side is prepared while bwrap is found, checked, forked
 	// and loaded: bwrap starts first and waits for its options on a pipe.
-	// The longer of the two, it is started first.
 	sb := built
 	prep := make(chan error, 1)
 	if sb == nil {
@@ -591,11 +590,12 @@ func (g *Groups) take(p limits.Plan) *limits.Group {
 	return g.spares.Take(p, sandboxProcesses)
 }
 
+
 // Ahead makes, in the background, what a run of p that is about to be
-// asked for would make on its way to bwrap's start: its cgroups, and its
-// seccomp program (made once per process). The run then waits for
-// neither.
-func (g *Groups) Ahead(p Policy) {
+// asked for would make on its way to bwrap's start: its cgroups, kept in
+// g for it (nil: none), and its seccomp program, made once per process.
+// The run then waits for neither.
+func (p Policy) Ahead(g *Groups) {
 	if g != nil {
 		g.spares.Ahead(p.limits, sandboxProcesses)
 	}

@@ -327,8 +327,9 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 	// parent of an absent include) is pinned like any other. What Protect
 	// found a moment ago, under the same run lock, is not looked at
 	// again: that something is there (it was no symlink), or that a path
-	// is absent — unless a placeholder made since lies beneath it (the
-	// directories on the way to a placeholder are made with it).
+	// is absent. The paths come parents first, and a placeholder makes
+	// only the directories on the way to it: none made before a path
+	// lies at it. (The second loop looks again at a path found absent.)
 	paths := s.protected.Paths()
 	made := map[string]bool{} // placeholders made just now: no symlink, no need to look again
 	for _, q := range paths {
@@ -338,7 +339,7 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 		path := filepath.Join(ws, filepath.FromSlash(q.Rel))
 		if exists, _, ok := s.protected.Seen(q.Rel); ok && exists {
 			continue
-		} else if !ok || madeBeneath(made, path) {
+		} else if !ok {
 			if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -391,16 +392,6 @@ func (s *Sandbox) protect() (pins, protected []string, err error) {
 	sort.SliceStable(pins, func(i, j int) bool { return len(pins[i]) < len(pins[j]) })
 	sort.SliceStable(protected, func(i, j int) bool { return len(protected[i]) < len(protected[j]) })
 	return pins, protected, nil
-}
-
-// madeBeneath reports whether a placeholder in made lies beneath dir.
-func madeBeneath(made map[string]bool, dir string) bool {
-	for m := range made {
-		if within(m, dir) && m != dir {
-			return true
-		}
-	}
-	return false
 }
 
 // placeholder creates the mount point of an absent read-only path, and the
