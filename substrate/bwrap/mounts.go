@@ -141,11 +141,11 @@ func (w *mountWatch) watch(r *running) {
 	// parent dies) may outlive it for a moment, and a process of the
 	// sandbox with it.
 	for {
-		last := false
+		last, gone := false, false
 		select {
 		case <-tick.C:
 		case <-r.initGone:
-			last = true
+			last, gone = true, true
 		case <-w.stop:
 			last = true
 		}
@@ -165,6 +165,9 @@ func (w *mountWatch) watch(r *running) {
 			}
 		}
 		if last {
+			if gone {
+				r.endSession()
+			}
 			return
 		}
 	}

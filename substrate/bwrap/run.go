@@ -131,11 +131,35 @@ type running struct {
 	// not known); stopInitGone ends that wait.
 	initGone     <-chan struct{}
 	stopInitGone func()
+	// sessionEnded is closed once the placeholder session that
+	// endSession took is ended (nil: end ends it).
+	sessionEnded chan struct{}
+}
+
+// endSession ends the workspace's placeholder session in the background
+// as soon as nothing of the sandbox can write any more: its init has
+// died, every process of its PID namespace first, and the mount watch
+// has taken its last look and found the table unchanged (moving a
+// placeholder aside before that look would read as a mount that went).
+// The placeholders are then put away while the rest of the run is
+// collected (bwrap's exit, the output), not after it. The watch calls
+// it; end waits for it.
+func (r *running) endSession() {
+	sess := r.sb.takeSession()
+	if sess == nil {
+		return
+	}
+	r.sessionEnded = make(chan struct{})
+	go func() {
+		defer close(r.sessionEnded)
+		sess.End()
+	}()
 }
 
 // end releases what the run held once its tree is gone: the side
 // channels and the mount table at once; the limits' cgroups and the
-// workspace's placeholder session by the spec's Later, when it has one.
+// workspace's placeholder session (unless endSession took it) by the
+// spec's Later, when it has one.
 func (r *running) end() {
 	r.prepared()
 	if r.stopInitGone != nil {
@@ -157,6 +181,9 @@ func (r *running) end() {
 		}
 		if sess != nil {
 			sess.End()
+		}
+		if r.sessionEnded != nil {
+			<-r.sessionEnded
 		}
 		cgroups.Wait()
 		r.s.Groups.refill(r.s.Policy.limits)
