@@ -617,7 +617,6 @@ func (g *Groups) take(p limits.Plan) *limits.Group {
 	return g.spares.Take(p, sandboxProcesses)
 }
 
-
 // Ahead makes, in the background, what a run of p that is about to be
 // asked for would make on its way to bwrap's start: its cgroups, kept in
 // g for it (nil: none), and its seccomp program, made once per process.
