@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
+	"golang.org/x/sys/unix"
 )
 
 // The test binary, run with CORDON_TEST_KILLED_AT=before|after, is a
@@ -228,6 +229,59 @@ func TestTheDeadlineCountsFromTheRelease(t *testing.T) {
 // fake or hold off — here it writes a byte into the block pipe through its
 // init's --sync-fd (/proc/1/fd/7), which would read as "not yet taken" to a
 // watch that asked that pipe.
+// The run's lock of its workspace (which keeps runs of nested workspaces
+// apart) is held while what the run left in the git index is
+// quarantined: the quarantine moves P/.git of each new gitlink P, where
+// a nested run would bind its own. The session that holds the lock ends
+// early, at the init's death; the quarantine must come first.
+func TestTheWorkspaceStaysLockedWhileTheIndexIsQuarantined(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	makeGitDir(t, filepath.Join(ws, ".git"))
+	var mu sync.Mutex
+	var quarantines, free int
+	quarantineHook = func() {
+		f, err := os.Open(ws)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		mu.Lock()
+		quarantines++
+		mu.Unlock()
+		// Long enough for a session ended meanwhile to let go.
+		for range 25 {
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+				unix.Flock(int(f.Fd()), unix.LOCK_UN)
+				mu.Lock()
+				free++
+				mu.Unlock()
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	defer func() { quarantineHook = nil }()
+	for range 5 {
+		if _, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if quarantines == 0 {
+		t.Fatal("no run quarantined its index")
+	}
+	if free > 0 {
+		t.Errorf("in %d of %d quarantines the workspace's lock was free: a nested run could start under it", free, quarantines)
+	}
+}
+
 func TestTheCommandCannotHoldOffTheWatch(t *testing.T) {
 	needBwrap(t)
 	ws := tempWorkspace(t)

@@ -131,10 +131,18 @@ type running struct {
 	// not known); stopInitGone ends that wait.
 	initGone     <-chan struct{}
 	stopInitGone func()
+	// quarantined is closed once endSession has quarantined what the
+	// run left in the git index, into quarantine (nil: finish does).
+	quarantined chan struct{}
+	quarantine  []string
 	// sessionEnded is closed once the placeholder session that
 	// endSession took is ended (nil: end ends it).
 	sessionEnded chan struct{}
 }
+
+// quarantineHook, set by tests alone, runs as a run's git index is
+// quarantined.
+var quarantineHook func()
 
 // endSession ends the workspace's placeholder session in the background
 // as soon as nothing of the sandbox can write any more: its init has
@@ -143,17 +151,37 @@ type running struct {
 // placeholder aside before that look would read as a mount that went).
 // The placeholders are then put away while the rest of the run is
 // collected (bwrap's exit, the output), not after it. The watch calls
-// it; end waits for it.
+// it; finish takes its quarantine notes, and end waits for it.
+//
+// Ending the session gives up the run's lock of the workspace, which
+// keeps runs of nested workspaces apart: what the run left in the git
+// index (final now) is quarantined first — it moves P/.git of each new
+// gitlink P, where a nested run would bind its own.
 func (r *running) endSession() {
 	sess := r.sb.takeSession()
 	if sess == nil {
 		return
 	}
-	r.sessionEnded = make(chan struct{})
+	r.quarantined, r.sessionEnded = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(r.sessionEnded)
+		r.quarantine = r.sb.quarantineNotes()
+		close(r.quarantined)
 		sess.End()
 	}()
+}
+
+// quarantineNotes quarantines what the run left in the git index
+// ([harness.Protected.QuarantineNotes]); call it once every process of
+// the run is gone, and before the run's placeholder session ends.
+func (s *Sandbox) quarantineNotes() []string {
+	if quarantineHook != nil {
+		quarantineHook()
+	}
+	if p := s.Protected(); p != nil {
+		return p.QuarantineNotes()
+	}
+	return nil
 }
 
 // end releases what the run held once its tree is gone: the side
@@ -447,15 +475,20 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	defer r.end()
 	watch := r.watchMounts()
 	o := r.t.Wait(ctx)
-	// Every process of the run is gone: what it left in the index is
-	// final, and so is what the limits saw (a pread of each counter,
-	// opened with the cgroups). Read while the watch takes its last
-	// look.
-	if p := r.sb.Protected(); p != nil {
-		o.Notes = p.QuarantineNotes()
-	}
-	o.Notes = append(o.Notes, r.grp.Notes()...)
+	// Every process of the run is gone: what the limits saw is final (a
+	// pread of each counter, opened with the cgroups). Read while the
+	// watch takes its last look.
+	limited := r.grp.Notes()
 	changed := watch.done()
+	// So is what the run left in the index, quarantined by endSession
+	// when the watch ended the session, else now, under the run's lock.
+	if r.quarantined != nil {
+		<-r.quarantined
+		o.Notes = r.quarantine
+	} else {
+		o.Notes = r.sb.quarantineNotes()
+	}
+	o.Notes = append(o.Notes, limited...)
 	if len(changed) > 0 {
 		// The command ran, and cordon ended it: that is the outcome,
 		// whatever bwrap got to report.
