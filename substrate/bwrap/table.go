@@ -21,6 +21,7 @@ import (
 // the text has them, show it.
 type table struct {
 	info *os.File // /proc/PID/mountinfo
+	proc *os.File // /proc/PID: the waits of [events] open its table again, and its root
 	once sync.Once
 }
 
@@ -32,12 +33,12 @@ func openTable(pid int) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer dir.Close()
 	fd, err := unix.Openat(int(dir.Fd()), "mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		dir.Close()
 		return nil, &os.PathError{Op: "open", Path: dir.Name() + "/mountinfo", Err: err}
 	}
-	return &table{info: os.NewFile(uintptr(fd), dir.Name()+"/mountinfo")}, nil
+	return &table{info: os.NewFile(uintptr(fd), dir.Name()+"/mountinfo"), proc: dir}, nil
 }
 
 // text reads the table into buf.
@@ -52,5 +53,8 @@ func (t *table) same(base string) (bool, error) {
 // close releases the table, off the caller's path: the last reference to
 // a namespace whose processes have ended takes its mounts down.
 func (t *table) close() {
-	t.once.Do(func() { go t.info.Close() })
+	t.once.Do(func() {
+		t.proc.Close()
+		go t.info.Close()
+	})
 }

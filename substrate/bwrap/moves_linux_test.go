@@ -1,0 +1,167 @@
+package bwrap
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The watch of a run that lasts (eventsAfter) reads the mount table only
+// when something may have changed it, and still stops the run at each way the
+// host can move a protected path: a mount point renamed aside, a
+// directory above one renamed aside (neither raises an event of the
+// namespace), a file renamed over one (a detach). A rename of another
+// name in those directories costs no read.
+func TestTheWatchReadsTheTableWhenSomethingMoved(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	tableReadHook = func() { reads.Add(1) }
+	eventsAfter = 0 // from the first tick on
+	defer func() { tableReadHook, eventsAfter = nil, time.Second }()
+	for _, change := range []struct {
+		name string
+		went string // the mount point the outcome names
+		do   func(ws string) error
+	}{
+		{"a mount point renamed aside", ".git/config", func(ws string) error {
+			cfg := filepath.Join(ws, ".git", "config")
+			return os.Rename(cfg, cfg+"~")
+		}},
+		{"a directory above it renamed aside", ".git", func(ws string) error {
+			return os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "git-aside"))
+		}},
+		{"a file renamed over it", ".git/config", func(ws string) error {
+			tmp := filepath.Join(ws, ".git", "config.lock")
+			if err := os.WriteFile(tmp, []byte("[core]\n"), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(tmp, filepath.Join(ws, ".git", "config"))
+		}},
+	} {
+		t.Run(change.name, func(t *testing.T) {
+			ws := tempWorkspace(t)
+			makeGitDir(t, filepath.Join(ws, ".git"))
+			if err := os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				notes []string
+				code  int
+				err   error
+			}
+			done := make(chan result, 1)
+			start := reads.Load()
+			go func() {
+				o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}})
+				done <- result{o.Notes, o.ExitCode, err}
+			}()
+			// 60 ticks and more, then renames of other names in the
+			// directories watched.
+			time.Sleep(300 * time.Millisecond)
+			for _, d := range []string{ws, filepath.Join(ws, ".git")} {
+				a, b := filepath.Join(d, "a"), filepath.Join(d, "b")
+				if err := os.WriteFile(a, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(a, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+			// The first tick's (the first look is not counted); a
+			// second should a mount of the host have come or gone
+			// meanwhile.
+			if n := reads.Load() - start; n > 2 {
+				t.Errorf("a run where nothing of its own moved read its table %d times in 350 ms", n)
+			}
+			if err := change.do(ws); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case r := <-done:
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.code == 0 || !strings.Contains(strings.Join(r.notes, "\n"), "went "+filepath.Join(ws, change.went)) {
+					t.Errorf("exit %d, notes %q: the run was not stopped for the mount of %s", r.code, r.notes, change.went)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the run went on after the mount of %s went", change.went)
+			}
+		})
+	}
+}
+
+// The watch of renames tells a rename of a name on the way to a mount
+// point from one of another name, and anything else it cannot vouch for
+// (the directory itself moved) as one.
+func TestMovesTellsTheNamesOnTheWay(t *testing.T) {
+	dir := tempWorkspace(t)
+	for _, d := range []string{"a/b", "other"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(root)
+	watch := func() *moves {
+		m := watchMoves(root, []string{filepath.Join(dir, "a", "b", "mnt")})
+		if m == nil {
+			t.Fatal("no watch of renames")
+		}
+		return m
+	}
+	m := watch()
+	defer func() { unix.Close(m.fd) }()
+	if m.moved(m.fd) {
+		t.Fatal("a fresh watch is not quiet")
+	}
+	rename := func(from, to string) {
+		t.Helper()
+		if err := os.Rename(filepath.Join(dir, from), filepath.Join(dir, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rename("other", "other2")
+	if err := os.WriteFile(filepath.Join(dir, "a", "b", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rename("a/b/f", "a/b/g")
+	if m.moved(m.fd) {
+		t.Error("renames of other names count as moves")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "a", "b", "mnt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rename("a/b/mnt", "a/b/mnt2")
+	if !m.moved(m.fd) {
+		t.Error("the mount point renamed aside is no move")
+	}
+	if m.moved(m.fd) {
+		t.Error("the events of a rename were not all taken")
+	}
+	rename("a/b", "a/c")
+	if !m.moved(m.fd) {
+		t.Error("a directory on the way renamed aside is no move")
+	}
+	rename("a/c", "a/b")
+	unix.Close(m.fd)
+	m = watch()
+	rename("a", "z")
+	if !m.moved(m.fd) {
+		t.Error("a directory on the way renamed aside, two levels up, is no move")
+	}
+}
