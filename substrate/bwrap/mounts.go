@@ -192,6 +192,9 @@ func (w *mountWatch) watch(r *running) {
 			// swapped meanwhile is replaced, and the read checks what
 			// the new one watches. The old one ends after the read.
 			retired, ev = ev, nil
+			if retired.failed() {
+				noEvents = true // a wait failed: the ticks take over for good
+			}
 			if !noEvents && time.Since(began) >= eventsAfter {
 				if ev = watchEvents(t, want); ev == nil {
 					noEvents = true

@@ -94,6 +94,9 @@ func nsEvent(fd int) bool {
 	}
 }
 
+// waitFails, set by tests alone, makes every wait of [events] fail.
+var waitFails bool
+
 // waitOn waits, in the background and for as long as e lasts, for f to
 // be ready and check to find a change. It reports false when f cannot be
 // waited for.
@@ -106,7 +109,12 @@ func (e *events) waitOn(f *os.File, check func(fd int) bool) bool {
 	go func() {
 		defer e.wg.Done()
 		for {
-			err := rc.Read(func(fd uintptr) bool { return check(int(fd)) })
+			var err error
+			if waitFails {
+				err = errors.New("a wait that failed, for a test")
+			} else {
+				err = rc.Read(func(fd uintptr) bool { return check(int(fd)) })
+			}
 			select {
 			case <-e.done:
 				return
@@ -133,6 +141,9 @@ func (e *events) waitOn(f *os.File, check func(fd int) bool) bool {
 // take reports whether the table may have changed since it was last
 // asked (or the watch is broken), and clears the mark.
 func (e *events) take() bool { return e.changed.Swap(false) || e.broken.Load() }
+
+// failed reports whether a wait of e failed (false for a nil e).
+func (e *events) failed() bool { return e != nil && e.broken.Load() }
 
 // wakes is the channel a change is sent on; nil for a nil e.
 func (e *events) wakes() <-chan struct{} {

@@ -27,7 +27,7 @@ func TestTheWatchReadsTheTableWhenSomethingMoved(t *testing.T) {
 	var reads atomic.Int64
 	tableReadHook = func() { reads.Add(1) }
 	eventsAfter = 0 // from the first tick on
-	defer func() { tableReadHook, eventsAfter = nil, time.Second }()
+	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second }()
 	for _, change := range []struct {
 		name string
 		went string // the mount point the outcome names
@@ -99,6 +99,47 @@ func TestTheWatchReadsTheTableWhenSomethingMoved(t *testing.T) {
 				t.Fatalf("the run went on after the mount of %s went", change.went)
 			}
 		})
+	}
+}
+
+// Where the events cannot be waited for, the watch falls back to reading
+// the table every tick, for good: it neither spins nor goes blind.
+func TestTheWatchReadsAtTicksWhenTheEventsFail(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	tableReadHook = func() { reads.Add(1) }
+	eventsAfter, waitFails = 0, true
+	defer func() { tableReadHook, eventsAfter, waitFails = nil, 10*time.Second, false }()
+	ws := tempWorkspace(t)
+	makeGitDir(t, filepath.Join(ws, ".git"))
+	cfg := filepath.Join(ws, ".git", "config")
+	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string, 1)
+	go func() {
+		o, _ := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}})
+		done <- o.Notes
+	}()
+	time.Sleep(300 * time.Millisecond)
+	// 60 ticks: every one reads, and nothing more does.
+	if n := reads.Load(); n < 20 || n > 120 {
+		t.Errorf("%d reads of the table in 300 ms, want one a tick", n)
+	}
+	if err := os.Rename(cfg, cfg+"~"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case notes := <-done:
+		if !strings.Contains(strings.Join(notes, "\n"), "went "+cfg) {
+			t.Errorf("notes %q: the run was not stopped for the mount of .git/config", notes)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run went on after the mount of .git/config went")
 	}
 }
 

@@ -10,6 +10,8 @@ func watchEvents(*table, []string) *events { return nil }
 
 func (e *events) take() bool { return true }
 
+func (e *events) failed() bool { return false }
+
 func (e *events) wakes() <-chan struct{} { return nil }
 
 func (e *events) close() {}
