@@ -110,7 +110,7 @@ func (w *mountWatch) watch(r *running) {
 	// Every mount the options made must be there — a change before this
 	// watch began is no baseline. A pooled sandbox's table was checked
 	// when it was made, and found unchanged at its call a moment ago.
-	want, tmpfs := r.sb.mountPoints(), r.sb.tmpfsPoints()
+	want, tmpfs, binds := r.sb.mountPoints(), r.sb.tmpfsPoints(), r.sb.bindPoints()
 	// Read into one buffer, compared as bytes: a long run reads the
 	// table hundreds of times a second and allocates nothing for it.
 	bp := tableBufs.Get().(*[]byte)
@@ -214,7 +214,7 @@ func (w *mountWatch) watch(r *running) {
 		}
 		if string(buf) != base {
 			cur := string(buf)
-			if changed := append(missing(want, cur), tableChanges(base, cur, tmpfs)...); len(changed) > 0 {
+			if changed := append(missing(want, cur), tableChanges(base, cur, tmpfs, binds)...); len(changed) > 0 {
 				w.changedTo(r, changed)
 				return
 			}
@@ -242,22 +242,25 @@ func (w *mountWatch) changedTo(r *running, changed []string) {
 
 // mountPoints returns the mount points bwrap's options make: binds and
 // tmpfs.
-func (s *Sandbox) mountPoints() []string { return s.mountPointsOf(false) }
+func (s *Sandbox) mountPoints() []string { return s.mountPointsOf(true, true) }
 
 // tmpfsPoints returns the mount points of the tmpfs bwrap's options make.
-func (s *Sandbox) tmpfsPoints() []string { return s.mountPointsOf(true) }
+func (s *Sandbox) tmpfsPoints() []string { return s.mountPointsOf(false, true) }
 
-func (s *Sandbox) mountPointsOf(tmpfsOnly bool) []string {
+// bindPoints returns the mount points of the binds bwrap's options make.
+func (s *Sandbox) bindPoints() []string { return s.mountPointsOf(true, false) }
+
+func (s *Sandbox) mountPointsOf(binds, tmpfs bool) []string {
 	var out []string
 	for i := 0; i < len(s.args); i++ {
 		switch s.args[i] {
 		case "--bind", "--ro-bind":
-			if i+2 < len(s.args) && !tmpfsOnly {
+			if i+2 < len(s.args) && binds {
 				out = append(out, s.args[i+2])
 			}
 			i += 2
 		case "--tmpfs":
-			if i+1 < len(s.args) {
+			if i+1 < len(s.args) && tmpfs {
 				out = append(out, s.args[i+1])
 			}
 			i++
@@ -392,8 +395,9 @@ func readTable(f *os.File, buf []byte) ([]byte, error) {
 // of b that a lacks ("came PATH"), by mount point. A mount that came is
 // no hole when it is read-only, or lies in one of the sandbox's own tmpfs
 // (mounts of the host under a hidden /run or /tmp propagate to the host
-// tree beneath them, which the sandbox cannot see).
-func tableChanges(a, b string, tmpfs []string) []string {
+// tree beneath them, which the sandbox cannot see) and not in one of the
+// binds (binds) made on top of it ([coveredBy]).
+func tableChanges(a, b string, tmpfs, binds []string) []string {
 	lines := func(t string) map[string]bool {
 		m := map[string]bool{}
 		for _, l := range strings.Split(strings.TrimSpace(t), "\n") {
@@ -416,7 +420,7 @@ func tableChanges(a, b string, tmpfs []string) []string {
 			continue
 		}
 		p := mountPoint(l)
-		if coveredBy(p, tmpfs) {
+		if coveredBy(p, tmpfs, binds) {
 			continue
 		}
 		out = append(out, "came "+p)
@@ -435,10 +439,17 @@ func mountPoint(line string) string {
 }
 
 // coveredBy reports whether p lies strictly below one of the sandbox's
-// tmpfs mount points.
-func coveredBy(p string, points []string) bool {
-	for _, t := range points {
-		if t != "/" && p != t && within(p, t) {
+// tmpfs mount points and not at or below a bind made on top of that
+// tmpfs. The workspace under a hidden /tmp or home is bound again at its
+// own path, and a mount the host makes in it propagates into that bind
+// too, where the command sees it (as well as into the host tree beneath
+// the tmpfs, at the same path, which it does not).
+func coveredBy(p string, tmpfs, binds []string) bool {
+	for _, t := range tmpfs {
+		if t == "/" || p == t || !within(p, t) {
+			continue
+		}
+		if !slices.ContainsFunc(binds, func(b string) bool { return b != t && within(b, t) && within(p, b) }) {
 			return true
 		}
 	}

@@ -19,10 +19,23 @@ func TestTableChanges(t *testing.T) {
 		"30 21 0:9 / /run/user/1000 rw - tmpfs tmpfs rw\n" + // under the hidden /run
 		"31 21 0:9 / /media/stick ro - vfat /dev/sdb ro\n" + // read-only
 		"32 23 0:9 / /ws/mnt rw - tmpfs tmpfs rw\n" // in the workspace: a hole
-	got := tableChanges(base, now, []string{"/run", "/tmp"})
+	got := tableChanges(base, now, []string{"/run", "/tmp"}, []string{"/", "/ws", "/ws/a b/.git/config"})
 	want := []string{"came /ws/mnt", "went /ws/a b/.git/config"}
 	if !slices.Equal(got, want) {
 		t.Errorf("tableChanges = %q, want %q", got, want)
+	}
+	// A workspace under the hidden /tmp, bound again at its own path: a
+	// mount of the host in it comes twice, into the host tree beneath the
+	// tmpfs and into the bind, where the command sees it.
+	under := "21 1 0:1 / / ro,nosuid - ext4 /dev/vda rw\n" +
+		"22 21 0:2 / /tmp rw - tmpfs tmpfs rw\n" +
+		"23 22 0:1 /tmp/ws /tmp/ws rw - ext4 /dev/vda rw\n"
+	came := under +
+		"40 21 0:9 / /tmp/ws/mnt rw - tmpfs tmpfs rw\n" + // beneath the tmpfs
+		"41 23 0:9 / /tmp/ws/mnt rw - tmpfs tmpfs rw\n" + // in the workspace's bind
+		"42 21 0:9 / /tmp/other rw - tmpfs tmpfs rw\n" // beneath the tmpfs alone
+	if got := tableChanges(under, came, []string{"/tmp"}, []string{"/", "/tmp/ws"}); !slices.Equal(got, []string{"came /tmp/ws/mnt", "came /tmp/ws/mnt"}) {
+		t.Errorf("tableChanges of a mount in a workspace under a hidden tmpfs = %q", got)
 	}
 	if m := missing([]string{"/ws", "/ws/a b/.git/config"}, base); len(m) != 0 {
 		t.Errorf("missing in the base: %q", m)
@@ -36,6 +49,9 @@ func TestTableChanges(t *testing.T) {
 	}
 	if got := sb.tmpfsPoints(); !slices.Equal(got, []string{"/tmp"}) {
 		t.Errorf("tmpfsPoints = %q", got)
+	}
+	if got := sb.bindPoints(); !slices.Equal(got, []string{"/", "/ws"}) {
+		t.Errorf("bindPoints = %q", got)
 	}
 }
 
@@ -59,7 +75,7 @@ func TestTableFieldsAreTheKernels(t *testing.T) {
 		t.Errorf("missing with a short line = %q", m)
 	}
 	now := base + "30 23 0:9 /y\vro /ws/a/mnt rw - tmpfs tmpfs rw\n"
-	if got := tableChanges(base, now, nil); !slices.Equal(got, []string{"came /ws/a/mnt"}) {
+	if got := tableChanges(base, now, nil, nil); !slices.Equal(got, []string{"came /ws/a/mnt"}) {
 		t.Errorf("tableChanges = %q; want the writable mount that came", got)
 	}
 }
