@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -74,7 +75,16 @@ func watchEvents(t *table, points []string) *events {
 	in := os.NewFile(uintptr(m.fd), "inotify")
 	e.files = []*os.File{wake, look, in}
 	lookFD := fds[1] // never Fd(), which would make the file blocking: it is not pollable anyway
-	if !e.waitOn(wake, func(int) bool { return nsEvent(lookFD) }) || !e.waitOn(in, m.moved) {
+	moved := func(fd int) bool {
+		if !m.moved(fd) {
+			return false
+		}
+		if m.flooded {
+			e.broken.Store(true) // the ticks take over for good
+		}
+		return true
+	}
+	if !e.waitOn(wake, func(int) bool { return nsEvent(lookFD) }) || !e.waitOn(in, moved) {
 		e.close()
 		return nil
 	}
@@ -130,7 +140,7 @@ func (e *events) waitOn(f *os.File, check func(fd int) bool) bool {
 			case e.wake <- struct{}{}:
 			default:
 			}
-			if err != nil {
+			if err != nil || e.broken.Load() {
 				return
 			}
 		}
@@ -172,7 +182,20 @@ type moves struct {
 	fd    int                       // inotify, non-blocking
 	names map[int32]map[string]bool // per watch: the names in its directory on the way to a mount point
 	buf   []byte
+	// Wake-ups for renames of other names, counted per floodEvery: a
+	// command renaming in the workspace's root all the time would have
+	// the watch spend more than its ticks do.
+	idle      int
+	idleSince time.Time
+	flooded   bool
 }
+
+// A watch woken more than floodWakes times in floodEvery for nothing
+// gives up: the ticks take over, at their fixed cost.
+const (
+	floodWakes = 50
+	floodEvery = 100 * time.Millisecond
+)
 
 // watchMoves watches the directories on the way to points (absolute
 // paths in the sandbox) below root, an O_PATH descriptor of the
@@ -208,11 +231,10 @@ func watchMoves(root int, points []string) *moves {
 		wd, err := unix.InotifyAddWatch(fd, at,
 			unix.IN_MOVED_FROM|unix.IN_MOVE_SELF|unix.IN_DELETE_SELF|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 		if err != nil {
-			// A directory that is not there holds no mount point that
-			// is (the read that follows says whether one went).
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-				continue
-			}
+			// Not even a directory that is not there (ENOENT, ENOTDIR):
+			// it can be renamed back before the read that follows, which
+			// then finds the table as it was, and no event would come
+			// of the mount points in it. The ticks take over.
 			unix.Close(fd)
 			return nil
 		}
@@ -229,7 +251,8 @@ func watchMoves(root int, points []string) *moves {
 }
 
 // moved reads the events waiting on fd (m's) and reports whether one of
-// them can have changed the table: anything but renames of other names.
+// them can have changed the table: anything but renames of other names;
+// or whether the watch is flooded with those ([moves.flooded]).
 func (m *moves) moved(fd int) bool {
 	if m.buf == nil {
 		m.buf = make([]byte, 16<<10)
@@ -243,6 +266,15 @@ func (m *moves) moved(fd int) bool {
 			continue
 		}
 		if err == unix.EAGAIN {
+			if !moved {
+				if now := time.Now(); now.Sub(m.idleSince) > floodEvery {
+					m.idle, m.idleSince = 0, now
+				}
+				if m.idle++; m.idle > floodWakes {
+					m.flooded = true
+					return true
+				}
+			}
 			return moved
 		}
 		if err != nil || n <= 0 {

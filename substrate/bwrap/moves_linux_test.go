@@ -143,6 +143,121 @@ func TestTheWatchReadsAtTicksWhenTheEventsFail(t *testing.T) {
 	}
 }
 
+// A command that renames in the workspace's root all the time (names on
+// the way to no mount point) would keep the watch of events waking for
+// nothing: it gives up, and the ticks take over at their fixed cost —
+// the table is read at each tick again — and a detach still stops the
+// run.
+func TestAFloodOfRenamesSendsTheWatchBackToTicks(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const python = "/usr/bin/python3" // the system's: the sandbox hides home directories
+	if _, err := os.Stat(python); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	tableReadHook = func() { reads.Add(1) }
+	eventsAfter = 0
+	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second }()
+	ws := tempWorkspace(t)
+	makeGitDir(t, filepath.Join(ws, ".git"))
+	cfg := filepath.Join(ws, ".git", "config")
+	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flood := "import os\nopen('a','w').close()\nwhile True:\n os.rename('a','b'); os.rename('b','a')\n"
+	done := make(chan []string, 1)
+	go func() {
+		o, _ := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{python, "-c", flood}})
+		done <- o.Notes
+	}()
+	time.Sleep(500 * time.Millisecond)
+	before := reads.Load()
+	time.Sleep(300 * time.Millisecond)
+	if n := reads.Load() - before; n < 20 {
+		t.Errorf("%d reads of the table in 300 ms of a flood of renames: the watch still waits for events", n)
+	}
+	tmp := filepath.Join(ws, ".git", "config.lock")
+	if err := os.WriteFile(tmp, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, cfg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case notes := <-done:
+		if !strings.Contains(strings.Join(notes, "\n"), "went "+cfg) {
+			t.Errorf("notes %q: the run was not stopped for the mount of .git/config", notes)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run went on after the mount of .git/config went")
+	}
+}
+
+// A directory on the way to mount points that is absent while the watch
+// of renames is made (a host's `mv .git x`, which woke the watch) and back
+// before the read that follows (`mv x .git`: a rename into the name, no
+// event of the name's) would leave that directory unwatched, and a later
+// rename of a mount point in it unseen: the ticks take over instead.
+func TestADirectorySwappedAsTheWatchIsMadeLeavesNoBlindSpot(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	git := filepath.Join(ws, ".git")
+	makeGitDir(t, git)
+	cfg := filepath.Join(git, "config")
+	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Bool
+	tableReadHook = func() {
+		if armed.CompareAndSwap(true, false) {
+			// After the watch is made, before the read.
+			if err := os.Rename(git+"-aside", git); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	eventsAfter = 0
+	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second }()
+	done := make(chan []string, 1)
+	go func() {
+		o, _ := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}})
+		done <- o.Notes
+	}()
+	time.Sleep(300 * time.Millisecond)
+	armed.Store(true)
+	if err := os.Rename(git, git+"-aside"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if armed.Load() {
+		t.Fatal("the watch did not read the table after .git was renamed aside")
+	}
+	select {
+	case notes := <-done:
+		t.Fatalf("the run stopped at the swap, which it could not see: %q", notes)
+	default:
+	}
+	if err := os.Rename(cfg, cfg+"~"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case notes := <-done:
+		if !strings.Contains(strings.Join(notes, "\n"), "went "+cfg) {
+			t.Errorf("notes %q: the run was not stopped for the mount of .git/config", notes)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run went on after the mount of .git/config went")
+	}
+}
+
 // The watch of renames tells a rename of a name on the way to a mount
 // point from one of another name, and anything else it cannot vouch for
 // (the directory itself moved) as one.
