@@ -110,7 +110,7 @@ func (w *mountWatch) watch(r *running) {
 	// Every mount the options made must be there — a change before this
 	// watch began is no baseline. A pooled sandbox's table was checked
 	// when it was made, and found unchanged at its call a moment ago.
-	want, tmpfs, binds := r.sb.mountPoints(), r.sb.tmpfsPoints(), r.sb.bindPoints()
+	want, layers := r.sb.mountPoints(), r.sb.layers()
 	// Read into one buffer, compared as bytes: a long run reads the
 	// table hundreds of times a second and allocates nothing for it.
 	bp := tableBufs.Get().(*[]byte)
@@ -214,7 +214,7 @@ func (w *mountWatch) watch(r *running) {
 		}
 		if string(buf) != base {
 			cur := string(buf)
-			if changed := append(missing(want, cur), tableChanges(base, cur, tmpfs, binds)...); len(changed) > 0 {
+			if changed := append(missing(want, cur), tableChanges(base, cur, layers)...); len(changed) > 0 {
 				w.changedTo(r, changed)
 				return
 			}
@@ -242,29 +242,45 @@ func (w *mountWatch) changedTo(r *running, changed []string) {
 
 // mountPoints returns the mount points bwrap's options make: binds and
 // tmpfs.
-func (s *Sandbox) mountPoints() []string { return s.mountPointsOf(true, true) }
-
-// tmpfsPoints returns the mount points of the tmpfs bwrap's options make.
-func (s *Sandbox) tmpfsPoints() []string { return s.mountPointsOf(false, true) }
-
-// bindPoints returns the mount points of the binds bwrap's options make.
-func (s *Sandbox) bindPoints() []string { return s.mountPointsOf(true, false) }
-
-func (s *Sandbox) mountPointsOf(binds, tmpfs bool) []string {
+func (s *Sandbox) mountPoints() []string {
 	var out []string
+	for _, l := range s.layers() {
+		if !l.own {
+			out = append(out, l.point)
+		}
+	}
+	return out
+}
+
+// A layer is a mount bwrap's options make, in their order: a bind shows
+// what it binds at its point, a tmpfs hides what lies beneath it.
+type layer struct {
+	point string
+	hides bool // a tmpfs, or the tmpfs of --dev or the proc of --proc
+	own   bool // --dev or --proc: bwrap's own mounts, which it makes beneath the point too
+}
+
+// layers returns the mounts bwrap's options make, in their order.
+func (s *Sandbox) layers() []layer {
+	var out []layer
 	for i := 0; i < len(s.args); i++ {
 		switch s.args[i] {
 		case "--bind", "--ro-bind":
-			if i+2 < len(s.args) && binds {
-				out = append(out, s.args[i+2])
+			if i+2 < len(s.args) {
+				out = append(out, layer{point: s.args[i+2]})
 			}
 			i += 2
 		case "--tmpfs":
-			if i+1 < len(s.args) && tmpfs {
-				out = append(out, s.args[i+1])
+			if i+1 < len(s.args) {
+				out = append(out, layer{point: s.args[i+1], hides: true})
 			}
 			i++
-		case "--size", "--perms", "--dir", "--proc", "--dev", "--remount-ro", "--chdir":
+		case "--dev", "--proc":
+			if i+1 < len(s.args) {
+				out = append(out, layer{point: s.args[i+1], hides: true, own: true})
+			}
+			i++
+		case "--size", "--perms", "--dir", "--remount-ro", "--chdir":
 			i++ // the option's value
 		}
 	}
@@ -393,11 +409,11 @@ func readTable(f *os.File, buf []byte) ([]byte, error) {
 
 // tableChanges lists the mounts of a that b lacks ("went PATH") and those
 // of b that a lacks ("came PATH"), by mount point. A mount that came is
-// no hole when it is read-only, or lies in one of the sandbox's own tmpfs
-// (mounts of the host under a hidden /run or /tmp propagate to the host
-// tree beneath them, which the sandbox cannot see) and not in one of the
-// binds (binds) made on top of it ([coveredBy]).
-func tableChanges(a, b string, tmpfs, binds []string) []string {
+// no hole when it is read-only, or when what lies where it came is hidden
+// ([coveredBy] the sandbox's layers): mounts of the host under a hidden
+// /run or /tmp propagate to the host tree beneath the tmpfs, which the
+// sandbox cannot see.
+func tableChanges(a, b string, layers []layer) []string {
 	lines := func(t string) map[string]bool {
 		m := map[string]bool{}
 		for _, l := range strings.Split(strings.TrimSpace(t), "\n") {
@@ -420,7 +436,7 @@ func tableChanges(a, b string, tmpfs, binds []string) []string {
 			continue
 		}
 		p := mountPoint(l)
-		if coveredBy(p, tmpfs, binds) {
+		if coveredBy(p, layers) {
 			continue
 		}
 		out = append(out, "came "+p)
@@ -438,19 +454,18 @@ func mountPoint(line string) string {
 	return unescapeMount(p)
 }
 
-// coveredBy reports whether p lies strictly below one of the sandbox's
-// tmpfs mount points and not at or below a bind made on top of that
-// tmpfs. The workspace under a hidden /tmp or home is bound again at its
-// own path, and a mount the host makes in it propagates into that bind
-// too, where the command sees it (as well as into the host tree beneath
-// the tmpfs, at the same path, which it does not).
-func coveredBy(p string, tmpfs, binds []string) bool {
-	for _, t := range tmpfs {
-		if t == "/" || p == t || !within(p, t) {
-			continue
-		}
-		if !slices.ContainsFunc(binds, func(b string) bool { return b != t && within(b, t) && within(p, b) }) {
-			return true
+// coveredBy reports whether a mount at p is hidden from the sandbox: the
+// last of its layers (in the order bwrap makes them) at or above p hides
+// what lies beneath it, and p is not its point. A bind made later shows
+// its tree again — the workspace under a hidden /tmp or home is bound
+// again at its own path (the workspace that is the home itself, on top of
+// its own tmpfs), and a mount the host makes in it propagates into that
+// bind too, where the command sees it, as well as into the host tree
+// beneath the tmpfs, at the same path, where it does not.
+func coveredBy(p string, layers []layer) bool {
+	for i := len(layers) - 1; i >= 0; i-- {
+		if l := layers[i]; within(p, l.point) {
+			return l.hides && p != l.point
 		}
 	}
 	return false

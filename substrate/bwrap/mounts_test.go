@@ -19,7 +19,7 @@ func TestTableChanges(t *testing.T) {
 		"30 21 0:9 / /run/user/1000 rw - tmpfs tmpfs rw\n" + // under the hidden /run
 		"31 21 0:9 / /media/stick ro - vfat /dev/sdb ro\n" + // read-only
 		"32 23 0:9 / /ws/mnt rw - tmpfs tmpfs rw\n" // in the workspace: a hole
-	got := tableChanges(base, now, []string{"/run", "/tmp"}, []string{"/", "/ws", "/ws/a b/.git/config"})
+	got := tableChanges(base, now, []layer{{point: "/"}, {point: "/run", hides: true}, {point: "/tmp", hides: true}, {point: "/ws"}, {point: "/ws/a b/.git/config"}})
 	want := []string{"came /ws/mnt", "went /ws/a b/.git/config"}
 	if !slices.Equal(got, want) {
 		t.Errorf("tableChanges = %q, want %q", got, want)
@@ -34,8 +34,21 @@ func TestTableChanges(t *testing.T) {
 		"40 21 0:9 / /tmp/ws/mnt rw - tmpfs tmpfs rw\n" + // beneath the tmpfs
 		"41 23 0:9 / /tmp/ws/mnt rw - tmpfs tmpfs rw\n" + // in the workspace's bind
 		"42 21 0:9 / /tmp/other rw - tmpfs tmpfs rw\n" // beneath the tmpfs alone
-	if got := tableChanges(under, came, []string{"/tmp"}, []string{"/", "/tmp/ws"}); !slices.Equal(got, []string{"came /tmp/ws/mnt", "came /tmp/ws/mnt"}) {
+	layers := []layer{{point: "/"}, {point: "/tmp", hides: true}, {point: "/tmp/ws"}}
+	if got := tableChanges(under, came, layers); !slices.Equal(got, []string{"came /tmp/ws/mnt", "came /tmp/ws/mnt"}) {
 		t.Errorf("tableChanges of a mount in a workspace under a hidden tmpfs = %q", got)
+	}
+	// The workspace that is itself a hidden directory (a home): hidden
+	// first, then bound at the same path on top.
+	layers = []layer{{point: "/"}, {point: "/tmp/ws", hides: true}, {point: "/tmp/ws"}}
+	if got := tableChanges(under, came, layers); !slices.Equal(got, []string{"came /tmp/other", "came /tmp/ws/mnt", "came /tmp/ws/mnt"}) {
+		t.Errorf("tableChanges of a mount in a workspace bound over its own tmpfs = %q", got)
+	}
+	// A host mount under /dev or /proc lies beneath bwrap's own.
+	dev := under + "50 21 0:9 / /dev/hugepages rw - hugetlbfs hugetlbfs rw\n" + "51 21 0:9 / /proc/fs/x rw - tmpfs tmpfs rw\n"
+	layers = []layer{{point: "/"}, {point: "/dev", hides: true, own: true}, {point: "/proc", hides: true, own: true}, {point: "/proc/sys"}}
+	if got := tableChanges(under, dev, layers); len(got) != 0 {
+		t.Errorf("tableChanges of host mounts beneath /dev and /proc = %q", got)
 	}
 	if m := missing([]string{"/ws", "/ws/a b/.git/config"}, base); len(m) != 0 {
 		t.Errorf("missing in the base: %q", m)
@@ -47,11 +60,8 @@ func TestTableChanges(t *testing.T) {
 	if got := sb.mountPoints(); !slices.Equal(got, []string{"/", "/tmp", "/ws"}) {
 		t.Errorf("mountPoints = %q", got)
 	}
-	if got := sb.tmpfsPoints(); !slices.Equal(got, []string{"/tmp"}) {
-		t.Errorf("tmpfsPoints = %q", got)
-	}
-	if got := sb.bindPoints(); !slices.Equal(got, []string{"/", "/ws"}) {
-		t.Errorf("bindPoints = %q", got)
+	if got := sb.layers(); !slices.Equal(got, []layer{{point: "/"}, {point: "/tmp", hides: true}, {point: "/ws"}}) {
+		t.Errorf("layers = %v", got)
 	}
 }
 
@@ -75,7 +85,7 @@ func TestTableFieldsAreTheKernels(t *testing.T) {
 		t.Errorf("missing with a short line = %q", m)
 	}
 	now := base + "30 23 0:9 /y\vro /ws/a/mnt rw - tmpfs tmpfs rw\n"
-	if got := tableChanges(base, now, nil, nil); !slices.Equal(got, []string{"came /ws/a/mnt"}) {
+	if got := tableChanges(base, now, nil); !slices.Equal(got, []string{"came /ws/a/mnt"}) {
 		t.Errorf("tableChanges = %q; want the writable mount that came", got)
 	}
 }

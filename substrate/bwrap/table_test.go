@@ -87,7 +87,7 @@ func TestTableSeesMountsComeGoAndMove(t *testing.T) {
 	if same, _ := tab.same(base); same {
 		t.Error("a mount came and the table is the same")
 	}
-	if got := tableChanges(base, mounted, nil, nil); !slices.Equal(got, []string{"came " + a}) {
+	if got := tableChanges(base, mounted, nil); !slices.Equal(got, []string{"came " + a}) {
 		t.Errorf("tableChanges = %q, want [came %s]", got, a)
 	}
 	if got := missing([]string{a}, step("gone")); !slices.Equal(got, []string{"went " + a}) {
