@@ -105,7 +105,8 @@ func nsEvent(fd int) bool {
 }
 
 // waitFails, set by tests alone, makes every wait of [events] fail.
-var waitFails bool
+// Atomic: the waits of a run can outlive it by their close.
+var waitFails atomic.Bool
 
 // waitOn waits, in the background and for as long as e lasts, for f to
 // be ready and check to find a change. It reports false when f cannot be
@@ -120,7 +121,7 @@ func (e *events) waitOn(f *os.File, check func(fd int) bool) bool {
 		defer e.wg.Done()
 		for {
 			var err error
-			if waitFails {
+			if waitFails.Load() {
 				err = errors.New("a wait that failed, for a test")
 			} else {
 				err = rc.Read(func(fd uintptr) bool { return check(int(fd)) })
@@ -182,18 +183,21 @@ type moves struct {
 	fd    int                       // inotify, non-blocking
 	names map[int32]map[string]bool // per watch: the names in its directory on the way to a mount point
 	buf   []byte
-	// Wake-ups for renames of other names, counted per floodEvery: a
-	// command renaming in the workspace's root all the time would have
-	// the watch spend more than its ticks do.
+	// Renames of other names and wake-ups for nothing, counted per
+	// floodEvery: a command renaming in the workspace's root all the
+	// time would have the watch spend more than its ticks do.
 	idle      int
 	idleSince time.Time
 	flooded   bool
 }
 
-// A watch woken more than floodWakes times in floodEvery for nothing
-// gives up: the ticks take over, at their fixed cost.
+// A watch that sees more than floodIdle renames of other names and
+// wake-ups for nothing in floodEvery gives up: the ticks take over, at
+// their fixed cost. Counted by events as well as wake-ups, it trips
+// however the events are batched (a loaded machine wakes the watch less
+// often, with more of them each time).
 const (
-	floodWakes = 50
+	floodIdle  = 200
 	floodEvery = 100 * time.Millisecond
 )
 
@@ -270,7 +274,7 @@ func (m *moves) moved(fd int) bool {
 				if now := time.Now(); now.Sub(m.idleSince) > floodEvery {
 					m.idle, m.idleSince = 0, now
 				}
-				if m.idle++; m.idle > floodWakes {
+				if m.idle++; m.idle > floodIdle {
 					m.flooded = true
 					return true
 				}
@@ -292,6 +296,8 @@ func (m *moves) moved(fd int) bool {
 				moved = true
 			} else if m.names[ev.Wd][string(trimNUL(m.buf[off+unix.SizeofInotifyEvent:end]))] {
 				moved = true
+			} else {
+				m.idle++
 			}
 			off = end
 		}
