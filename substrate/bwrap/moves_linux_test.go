@@ -2,14 +2,20 @@ package bwrap
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate"
 )
 
 // The watch of a run that lasts (eventsAfter) reads the mount table only
@@ -320,5 +326,69 @@ func TestMovesTellsTheNamesOnTheWay(t *testing.T) {
 	rename("a", "z")
 	if !m.moved(m.fd) {
 		t.Error("a directory on the way renamed aside, two levels up, is no move")
+	}
+}
+
+// A writable mount the host makes in the workspace while a command runs
+// comes into the sandbox, through the workspace's bind, where the command
+// could write it: the run is stopped. Here the workspace lies under the
+// hidden /tmp, and then is the home itself (hidden, and bound again on top
+// of its own tmpfs) — two cases a mount's path alone took for covered.
+// The host's mounts propagate only where its / is shared (systemd's), so
+// the test runs again in a mount namespace whose / is: as root alone.
+func TestAHostMountInTheWorkspaceStopsTheRun(t *testing.T) {
+	needBwrap(t)
+	if os.Getenv("CORDON_TEST_SHARED_ROOT") == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("a mount namespace whose / is shared, and mounts in it, are made as root alone")
+		}
+		unshare, err := exec.LookPath("unshare")
+		testenv.Require(t, err == nil, "unshare (util-linux): %v", err)
+		cmd := exec.Command(unshare, "-m", "--propagation", "shared", "--", os.Args[0],
+			"-test.run", "^TestAHostMountInTheWorkspaceStopsTheRun$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "CORDON_TEST_SHARED_ROOT=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestAHostMountInTheWorkspaceStopsTheRun") {
+			t.Fatalf("in a namespace whose / is shared: %v\n%s", err, out)
+		}
+		return
+	}
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, home := range []bool{false, true} {
+		t.Run(fmt.Sprintf("home=%v", home), func(t *testing.T) {
+			ws := tempWorkspace(t)
+			mnt := filepath.Join(ws, "mnt")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			environ := os.Environ()
+			if home {
+				environ = append(environ, "HOME="+ws)
+			}
+			done := make(chan substrate.Outcome, 1)
+			go func() {
+				o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Environ: environ,
+					Command: []string{"sh", "-c", "sleep 1; echo written > mnt/f"}})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- o
+			}()
+			time.Sleep(300 * time.Millisecond)
+			if err := syscall.Mount("none", mnt, "tmpfs", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+			o := <-done
+			if !strings.Contains(strings.Join(o.Notes, "\n"), "came "+mnt) || o.ExitCode == 0 {
+				t.Errorf("exit %d, notes %q: the run was not stopped for the host's mount in the workspace", o.ExitCode, o.Notes)
+			}
+			if _, err := os.Stat(filepath.Join(mnt, "f")); err == nil {
+				t.Error("the command wrote into the host's mount")
+			}
+		})
 	}
 }
