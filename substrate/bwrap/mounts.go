@@ -173,14 +173,8 @@ func (w *mountWatch) watch(r *running) {
 		case <-w.stop:
 			last = true
 		}
-		if last {
-			// Nothing of the sandbox writes any more, and the last look
-			// reads the table: the wait for events ends now, beside it.
-			go func(e *events) { e.close() }(ev)
-			ev = nil
-			if lastLookHook != nil {
-				lastLookHook(r)
-			}
+		if last && lastLookHook != nil {
+			lastLookHook(r)
 		}
 		if !last {
 			// The last look always reads: a rename is in its directory

@@ -18,6 +18,68 @@ import (
 	"github.com/cordon-run/cordon/substrate"
 )
 
+// gitWorkspace returns a workspace holding a git directory with a
+// config, which a run binds read-only, and that config's path.
+func gitWorkspace(t *testing.T) (ws, cfg string) {
+	t.Helper()
+	ws = tempWorkspace(t)
+	makeGitDir(t, filepath.Join(ws, ".git"))
+	cfg = filepath.Join(ws, ".git", "config")
+	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ws, cfg
+}
+
+// watchFromTheFirstTick makes the watch wait for events from its first
+// tick on, and runs hook (if not nil) as a look reads the table, for the
+// length of the test.
+func watchFromTheFirstTick(t *testing.T, hook func()) {
+	eventsAfter, tableReadHook = 0, hook
+	t.Cleanup(func() { eventsAfter, tableReadHook = 10*time.Second, nil })
+}
+
+// countReads makes the watch wait for events from its first tick on and
+// counts the reads of the table.
+func countReads(t *testing.T) *atomic.Int64 {
+	var reads atomic.Int64
+	watchFromTheFirstTick(t, func() { reads.Add(1) })
+	return &reads
+}
+
+// runIn runs command in a sandbox of ws in the background; its outcome
+// comes on the channel.
+func runIn(t *testing.T, ws string, environ []string, command ...string) <-chan substrate.Outcome {
+	t.Helper()
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan substrate.Outcome, 1)
+	go func() {
+		o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Environ: environ, Command: command})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- o
+	}()
+	return done
+}
+
+// wantStopped waits for the run of done to end, stopped by its watch
+// for the mount at path (what: "went" or "came"), within 5 s.
+func wantStopped(t *testing.T, done <-chan substrate.Outcome, what, path string) {
+	t.Helper()
+	select {
+	case o := <-done:
+		if o.ExitCode == 0 || !strings.Contains(strings.Join(o.Notes, "\n"), what+" "+path) {
+			t.Errorf("exit %d, notes %q: the run was not stopped for the mount of %s", o.ExitCode, o.Notes, path)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the run went on after the mount of %s %s", path, what)
+	}
+}
+
 // The watch of a run that lasts (eventsAfter) reads the mount table only
 // when something may have changed it, and still stops the run at each way the
 // host can move a protected path: a mount point renamed aside, a
@@ -26,14 +88,7 @@ import (
 // name in those directories costs no read.
 func TestTheWatchReadsTheTableWhenSomethingMoved(t *testing.T) {
 	needBwrap(t)
-	bin, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reads atomic.Int64
-	tableReadHook = func() { reads.Add(1) }
-	eventsAfter = 0 // from the first tick on
-	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second }()
+	reads := countReads(t)
 	for _, change := range []struct {
 		name string
 		went string // the mount point the outcome names
@@ -46,31 +101,12 @@ func TestTheWatchReadsTheTableWhenSomethingMoved(t *testing.T) {
 		{"a directory above it renamed aside", ".git", func(ws string) error {
 			return os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "git-aside"))
 		}},
-		{"a file renamed over it", ".git/config", func(ws string) error {
-			tmp := filepath.Join(ws, ".git", "config.lock")
-			if err := os.WriteFile(tmp, []byte("[core]\n"), 0o644); err != nil {
-				return err
-			}
-			return os.Rename(tmp, filepath.Join(ws, ".git", "config"))
-		}},
+		{"a file renamed over it", ".git/config", renameOver},
 	} {
 		t.Run(change.name, func(t *testing.T) {
-			ws := tempWorkspace(t)
-			makeGitDir(t, filepath.Join(ws, ".git"))
-			if err := os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			type result struct {
-				notes []string
-				code  int
-				err   error
-			}
-			done := make(chan result, 1)
+			ws, _ := gitWorkspace(t)
 			start := reads.Load()
-			go func() {
-				o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}})
-				done <- result{o.Notes, o.ExitCode, err}
-			}()
+			done := runIn(t, ws, nil, "sleep", "10")
 			// 60 ticks and more, then renames of other names in the
 			// directories watched.
 			time.Sleep(300 * time.Millisecond)
@@ -93,45 +129,30 @@ func TestTheWatchReadsTheTableWhenSomethingMoved(t *testing.T) {
 			if err := change.do(ws); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case r := <-done:
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				if r.code == 0 || !strings.Contains(strings.Join(r.notes, "\n"), "went "+filepath.Join(ws, change.went)) {
-					t.Errorf("exit %d, notes %q: the run was not stopped for the mount of %s", r.code, r.notes, change.went)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("the run went on after the mount of %s went", change.went)
-			}
+			wantStopped(t, done, "went", filepath.Join(ws, change.went))
 		})
 	}
+}
+
+// renameOver writes ws's .git/config as git does: a new file renamed
+// over it, which detaches the read-only mount on it.
+func renameOver(ws string) error {
+	tmp := filepath.Join(ws, ".git", "config.lock")
+	if err := os.WriteFile(tmp, []byte("[core]\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(ws, ".git", "config"))
 }
 
 // Where the events cannot be waited for, the watch falls back to reading
 // the table every tick, for good: it neither spins nor goes blind.
 func TestTheWatchReadsAtTicksWhenTheEventsFail(t *testing.T) {
 	needBwrap(t)
-	bin, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reads atomic.Int64
-	tableReadHook = func() { reads.Add(1) }
-	eventsAfter = 0
+	reads := countReads(t)
 	waitFails.Store(true)
-	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second; waitFails.Store(false) }()
-	ws := tempWorkspace(t)
-	makeGitDir(t, filepath.Join(ws, ".git"))
-	cfg := filepath.Join(ws, ".git", "config")
-	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan []string, 1)
-	go func() {
-		o, _ := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}})
-		done <- o.Notes
-	}()
+	defer waitFails.Store(false)
+	ws, cfg := gitWorkspace(t)
+	done := runIn(t, ws, nil, "sleep", "10")
 	time.Sleep(300 * time.Millisecond)
 	// 60 ticks: every one reads, and nothing more does.
 	if n := reads.Load(); n < 10 || n > 120 {
@@ -140,14 +161,7 @@ func TestTheWatchReadsAtTicksWhenTheEventsFail(t *testing.T) {
 	if err := os.Rename(cfg, cfg+"~"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case notes := <-done:
-		if !strings.Contains(strings.Join(notes, "\n"), "went "+cfg) {
-			t.Errorf("notes %q: the run was not stopped for the mount of .git/config", notes)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the run went on after the mount of .git/config went")
-	}
+	wantStopped(t, done, "went", cfg)
 }
 
 // A command that renames in the workspace's root all the time (names on
@@ -157,51 +171,24 @@ func TestTheWatchReadsAtTicksWhenTheEventsFail(t *testing.T) {
 // run.
 func TestAFloodOfRenamesSendsTheWatchBackToTicks(t *testing.T) {
 	needBwrap(t)
-	bin, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const python = "/usr/bin/python3" // the system's: the sandbox hides home directories
 	if _, err := os.Stat(python); err != nil {
 		t.Fatal(err)
 	}
-	var reads atomic.Int64
-	tableReadHook = func() { reads.Add(1) }
-	eventsAfter = 0
-	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second }()
-	ws := tempWorkspace(t)
-	makeGitDir(t, filepath.Join(ws, ".git"))
-	cfg := filepath.Join(ws, ".git", "config")
-	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	reads := countReads(t)
+	ws, cfg := gitWorkspace(t)
 	flood := "import os\nopen('a','w').close()\nwhile True:\n os.rename('a','b'); os.rename('b','a')\n"
-	done := make(chan []string, 1)
-	go func() {
-		o, _ := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{python, "-c", flood}})
-		done <- o.Notes
-	}()
+	done := runIn(t, ws, nil, python, "-c", flood)
 	time.Sleep(500 * time.Millisecond)
 	before := reads.Load()
 	time.Sleep(300 * time.Millisecond)
 	if n := reads.Load() - before; n < 10 {
 		t.Errorf("%d reads of the table in 300 ms of a flood of renames: the watch still waits for events", n)
 	}
-	tmp := filepath.Join(ws, ".git", "config.lock")
-	if err := os.WriteFile(tmp, []byte("[core]\n"), 0o644); err != nil {
+	if err := renameOver(ws); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, cfg); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case notes := <-done:
-		if !strings.Contains(strings.Join(notes, "\n"), "went "+cfg) {
-			t.Errorf("notes %q: the run was not stopped for the mount of .git/config", notes)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the run went on after the mount of .git/config went")
-	}
+	wantStopped(t, done, "went", cfg)
 }
 
 // A directory on the way to mount points that is absent while the watch
@@ -211,33 +198,18 @@ func TestAFloodOfRenamesSendsTheWatchBackToTicks(t *testing.T) {
 // rename of a mount point in it unseen: the ticks take over instead.
 func TestADirectorySwappedAsTheWatchIsMadeLeavesNoBlindSpot(t *testing.T) {
 	needBwrap(t)
-	bin, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := tempWorkspace(t)
+	ws, cfg := gitWorkspace(t)
 	git := filepath.Join(ws, ".git")
-	makeGitDir(t, git)
-	cfg := filepath.Join(git, "config")
-	if err := os.WriteFile(cfg, []byte("[core]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var armed atomic.Bool
-	tableReadHook = func() {
+	watchFromTheFirstTick(t, func() {
 		if armed.CompareAndSwap(true, false) {
 			// After the watch is made, before the read.
 			if err := os.Rename(git+"-aside", git); err != nil {
 				t.Error(err)
 			}
 		}
-	}
-	eventsAfter = 0
-	defer func() { tableReadHook, eventsAfter = nil, 10*time.Second }()
-	done := make(chan []string, 1)
-	go func() {
-		o, _ := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}})
-		done <- o.Notes
-	}()
+	})
+	done := runIn(t, ws, nil, "sleep", "10")
 	time.Sleep(300 * time.Millisecond)
 	armed.Store(true)
 	if err := os.Rename(git, git+"-aside"); err != nil {
@@ -248,21 +220,14 @@ func TestADirectorySwappedAsTheWatchIsMadeLeavesNoBlindSpot(t *testing.T) {
 		t.Fatal("the watch did not read the table after .git was renamed aside")
 	}
 	select {
-	case notes := <-done:
-		t.Fatalf("the run stopped at the swap, which it could not see: %q", notes)
+	case o := <-done:
+		t.Fatalf("the run stopped at the swap, which it could not see: %q", o.Notes)
 	default:
 	}
 	if err := os.Rename(cfg, cfg+"~"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case notes := <-done:
-		if !strings.Contains(strings.Join(notes, "\n"), "went "+cfg) {
-			t.Errorf("notes %q: the run was not stopped for the mount of .git/config", notes)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the run went on after the mount of .git/config went")
-	}
+	wantStopped(t, done, "went", cfg)
 }
 
 // The watch of renames tells a rename of a name on the way to a mount
@@ -353,10 +318,6 @@ func TestAHostMountInTheWorkspaceStopsTheRun(t *testing.T) {
 		}
 		return
 	}
-	bin, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, home := range []bool{false, true} {
 		t.Run(fmt.Sprintf("home=%v", home), func(t *testing.T) {
 			ws := tempWorkspace(t)
@@ -368,24 +329,13 @@ func TestAHostMountInTheWorkspaceStopsTheRun(t *testing.T) {
 			if home {
 				environ = append(environ, "HOME="+ws)
 			}
-			done := make(chan substrate.Outcome, 1)
-			go func() {
-				o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Environ: environ,
-					Command: []string{"sh", "-c", "sleep 1; echo written > mnt/f"}})
-				if err != nil {
-					t.Error(err)
-				}
-				done <- o
-			}()
+			done := runIn(t, ws, environ, "sh", "-c", "sleep 1; echo written > mnt/f")
 			time.Sleep(300 * time.Millisecond)
 			if err := syscall.Mount("none", mnt, "tmpfs", 0, ""); err != nil {
 				t.Fatal(err)
 			}
 			defer syscall.Unmount(mnt, syscall.MNT_DETACH)
-			o := <-done
-			if !strings.Contains(strings.Join(o.Notes, "\n"), "came "+mnt) || o.ExitCode == 0 {
-				t.Errorf("exit %d, notes %q: the run was not stopped for the host's mount in the workspace", o.ExitCode, o.Notes)
-			}
+			wantStopped(t, done, "came", mnt)
 			if _, err := os.Stat(filepath.Join(mnt, "f")); err == nil {
 				t.Error("the command wrote into the host's mount")
 			}

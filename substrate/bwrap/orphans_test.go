@@ -224,11 +224,6 @@ func TestTheDeadlineCountsFromTheRelease(t *testing.T) {
 	}
 }
 
-// TestTheCommandCannotHoldOffTheWatch: the mount watch's first look comes
-// once the sandbox's init has taken its release, which the command cannot
-// fake or hold off — here it writes a byte into the block pipe through its
-// init's --sync-fd (/proc/1/fd/7), which would read as "not yet taken" to a
-// watch that asked that pipe.
 // The run's lock of its workspace (which keeps runs of nested workspaces
 // apart) is held while what the run left in the git index is
 // quarantined: the quarantine moves P/.git of each new gitlink P, where
@@ -282,6 +277,11 @@ func TestTheWorkspaceStaysLockedWhileTheIndexIsQuarantined(t *testing.T) {
 	}
 }
 
+// TestTheCommandCannotHoldOffTheWatch: the mount watch's first look comes
+// once the sandbox's init has taken its release, which the command cannot
+// fake or hold off — here it writes a byte into the block pipe through its
+// init's --sync-fd (/proc/1/fd/7), which would read as "not yet taken" to a
+// watch that asked that pipe.
 func TestTheCommandCannotHoldOffTheWatch(t *testing.T) {
 	needBwrap(t)
 	ws := tempWorkspace(t)
