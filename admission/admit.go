@@ -24,7 +24,6 @@ import (
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/oci"
-	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -98,11 +97,11 @@ func New(cfg Config) (*Admitter, error) {
 	if cfg.Substrates == nil {
 		cfg.Substrates = map[string]substrate.Enforcer{
 			KindNative:    bwrap.NewEnforcer(bwrap.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
-			KindWasm:      wasm.Enforcer{},
 			host.Name:     host.Enforcer{},
 			landlock.Name: landlock.Enforcer{},
 			oci.Name:      oci.NewEnforcer(oci.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
 		}
+		addDefaultWasm(cfg.Substrates)
 	}
 	if cfg.Inspectors == nil {
 		cfg.Inspectors = map[string]substrate.Inspector{}
@@ -514,7 +513,7 @@ func checkInspect(ctx context.Context, a *Admitter, s *state) bool {
 // checkSchema compiles the input_schema ([CompileSchema]); each problem
 // the schema rules find is one reason.
 func checkSchema(_ context.Context, _ *Admitter, s *state) bool {
-	_, err := CompileSchema(s.decl.InputSchema)
+	_, err := compileSchema(s.decl.InputSchema)
 	if err == nil {
 		return false
 	}

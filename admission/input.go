@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // MaxInputSize bounds a tool's input, in bytes.
@@ -53,24 +51,14 @@ func (t *Tool) CheckInput(input []byte) ([]byte, error) {
 	if err := json.Unmarshal(input, &v); err != nil {
 		return nil, bad("the input is not JSON: %v", err)
 	}
-	rs, err := CompileSchema(t.Declaration.InputSchema)
+	check, err := compileSchema(t.Declaration.InputSchema)
 	if err != nil {
 		return nil, bad("%v", err) // admission compiled it; the registry was verified
 	}
-	if err := validate(rs, v); err != nil {
+	if err := check(v); err != nil {
 		return nil, &InputError{Tool: name, Problems: []string{inputProblem(err)}}
 	}
 	return input, nil
-}
-
-// validate validates v against rs; a panic in the validator is an error.
-func validate(rs *jsonschema.Resolved, v any) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("the validator failed: %v", p)
-		}
-	}()
-	return rs.Validate(v)
 }
 
 // inputProblem rewrites the validator's error, "validating root:

@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
-
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // The $schema values an input_schema may declare, and the spelling
@@ -62,63 +58,6 @@ func SchemaRules() []string {
 		out[i] = r.Name + ": " + r.Summary
 	}
 	return out
-}
-
-// CompileSchema compiles a tool's input_schema with google/jsonschema-go:
-// draft 2020-12, or draft-07 when "$schema" says so; any other "$schema"
-// is refused. The schema first passes cordon's rules ([SchemaRules]),
-// whose every problem is reported in one [*SchemaError]. References are
-// resolved within the schema only: there is no loader, so a "$ref" to
-// another document is an error. An empty schema means the tool takes no
-// input: only {} is valid.
-func CompileSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage(`{"type":"object","additionalProperties":false}`)
-	}
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("input_schema is not JSON: %v", err)
-	}
-	d, err := newSchemaDoc(doc)
-	if err != nil {
-		return nil, err
-	}
-	var se SchemaError
-	for _, r := range schemaRules {
-		r.check(d, func(n *schemaNode, format string, args ...any) {
-			se.Problems = append(se.Problems, "input_schema#"+n.ptr+": "+fmt.Sprintf(format, args...))
-		})
-	}
-	if len(se.Problems) > 0 {
-		return nil, &se
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("input_schema does not compile: %s", oneLine(err.Error()))
-	}
-	s.Schema = d.draft // the validator knows one spelling of each
-	rs, err := resolveSchema(&s)
-	if err != nil {
-		return nil, fmt.Errorf("input_schema does not compile: %s", oneLine(err.Error()))
-	}
-	return rs, nil
-}
-
-// resolveSchema resolves s without a loader; a panic in the validator
-// becomes an error.
-func resolveSchema(s *jsonschema.Schema) (rs *jsonschema.Resolved, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			rs, err = nil, fmt.Errorf("the validator failed on it: %v", p)
-		}
-	}()
-	return s.Resolve(&jsonschema.ResolveOptions{Loader: noLoader})
-}
-
-// noLoader refuses every URL: schemas are resolved without a network or a
-// file system.
-func noLoader(u *url.URL) (*jsonschema.Schema, error) {
-	return nil, fmt.Errorf("refusing to load %q: input schemas cannot refer to other documents", shorten(u.String()))
 }
 
 // schemaDoc is an input_schema as JSON values, with every schema object in
@@ -350,20 +289,6 @@ func ruleIDs(d *schemaDoc, report func(*schemaNode, string, ...any)) {
 		report(n, `"$id" is accepted only at the root of input_schema; name a part with "$anchor" or refer to it by pointer ("#/$defs/NAME")`)
 	}
 }
-
-// keywords are the keys google/jsonschema-go reads into its Schema type;
-// encoding/json matches them without regard to case.
-var keywords = sync.OnceValue(func() []string {
-	kws := []string{"type", "items", "dependencies"} // read by hand
-	t := reflect.TypeFor[jsonschema.Schema]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			kws = append(kws, name)
-		}
-	}
-	return kws
-})
 
 func ruleKeywordCase(d *schemaDoc, report func(*schemaNode, string, ...any)) {
 	kws := keywords()

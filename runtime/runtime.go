@@ -17,8 +17,6 @@ import (
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/oci"
-	"github.com/cordon-run/cordon/substrate/wasm"
-	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
 // Config configures a [Runtime].
@@ -49,13 +47,12 @@ type Config struct {
 type Runtime struct {
 	cfg Config
 
-	mu           sync.Mutex
-	engine       *wasm.Engine
-	harnessCache string // the harness cache directory the engine was made for
-	closed       bool
-	later        sync.WaitGroup // the last steps of runs, done after their results
-	pool         *bwrap.Pool    // nil without Config.Pool
-	groups       *bwrap.Groups  // the cgroups of bwrap runs, made ahead of them
+	mu     sync.Mutex
+	wasm   wasmState // the WebAssembly engine, made on first use
+	closed bool
+	later  sync.WaitGroup // the last steps of runs, done after their results
+	pool   *bwrap.Pool    // nil without Config.Pool
+	groups *bwrap.Groups  // the cgroups of bwrap runs, made ahead of them
 }
 
 // New returns a runtime.
@@ -84,10 +81,7 @@ func (r *Runtime) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	if r.engine != nil {
-		return r.engine.Close()
-	}
-	return nil
+	return r.wasm.close()
 }
 
 // Result is what happened to one run.
@@ -110,8 +104,8 @@ type Result struct {
 	Trap string
 	// Log holds a module's cordon/log lines; Refusals what the guard
 	// refused it.
-	Log      []wasm.LogLine
-	Refusals []wasm.Refusal
+	Log      []substrate.LogLine
+	Refusals []substrate.Refusal
 	// Egress is the egress proxy's log of the run: every connection it
 	// allowed or refused, with its bytes (a run granted net.connect on
 	// bwrap).
@@ -161,7 +155,7 @@ func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error
 		err = r.runLandlock(ctx, p, &res)
 	case oci.Name:
 		err = r.runOCI(ctx, p, &res)
-	case wasm.Name:
+	case wasmName:
 		err = r.runWasm(ctx, p, &res)
 	default:
 		err = refusal.Errorf(refusal.SandboxUnavailable, "tool %q runs on the %s substrate, which this cordon does not have", g.Tool, g.Substrate)
@@ -374,86 +368,6 @@ func (r *Runtime) runHost(ctx context.Context, p *admission.Prepared, res *Resul
 	return nil
 }
 
-// wasmEngine returns the runtime's engine, made on first use with the
-// per-user compiled-code cache of the harness configuration.
-func (r *Runtime) wasmEngine(p *admission.Prepared) (*wasm.Engine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, errors.New("runtime: closed")
-	}
-	if r.engine != nil && r.harnessCache == p.Harness.CacheDir() {
-		return r.engine, nil
-	}
-	if r.engine != nil {
-		return nil, fmt.Errorf("runtime: the wasm cache moved from %s to %s; use one runtime per harness configuration", r.harnessCache, p.Harness.CacheDir())
-	}
-	cache, err := wasm.CacheDir(p.Harness) // made and checked once
-	if err != nil {
-		return nil, err
-	}
-	e, err := wasm.New(wasm.Config{CacheDir: cache, Logger: r.cfg.Logger})
-	if err != nil {
-		return nil, refusal.Errorf(refusal.SandboxUnavailable, "%w", err)
-	}
-	r.engine, r.harnessCache = e, p.Harness.CacheDir()
-	return e, nil
-}
-
-func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Result) error {
-	g := p.Grant
-	policy, err := wasm.PolicyOf(g.All())
-	if err != nil {
-		return err
-	}
-	mod, ok := p.Artifact.(*wasm.Module)
-	if !ok {
-		if p.Tool == nil || len(p.Tool.Files) != 1 {
-			return refusal.Errorf(refusal.Registry, "tool %q: no module to run", g.Tool)
-		}
-		if mod, err = wasm.Load(p.Tool.Files[0].Data); err != nil {
-			return err
-		}
-	}
-	engine, err := r.wasmEngine(p)
-	if err != nil {
-		return err
-	}
-	call := wasm.Call{Module: mod, Policy: policy, Args: append([]string{g.Tool}, g.Args...), Stdin: p.Stdin, Getenv: r.getenv}
-	if policy.Read || policy.Write {
-		ws, err := workspace.Open(p.Workspace, workspace.WithHarness(p.Harness))
-		if err != nil {
-			return err
-		}
-		defer ws.Close()
-		call.Workspace = ws
-	}
-	out, err := engine.Run(ctx, call)
-	if call.Workspace != nil && policy.Write {
-		if prot, perr := call.Workspace.Protected(); perr == nil {
-			res.Notes = prot.QuarantineNotes()
-		}
-	}
-	switch {
-	case errors.Is(err, wasm.ErrCanceled):
-		res.Canceled, err = true, nil
-	case err != nil:
-		return err
-	}
-	res.Outcome = substrate.Outcome{
-		ExitCode: out.ExitCode, TimedOut: out.TimedOut, Canceled: res.Canceled, Duration: out.Duration, Notes: res.Notes,
-	}
-	if out.Stdout != nil {
-		res.Stdout, res.StdoutBytes, res.StdoutClipped = out.Stdout.String(), out.Stdout.Total(), out.Stdout.Clipped()
-		res.Stderr, res.StderrBytes, res.StderrClipped = out.Stderr.String(), out.Stderr.Total(), out.Stderr.Clipped()
-	}
-	res.Sandboxed, res.Trap, res.Log, res.Refusals = true, out.Trap, out.Log, out.Refusals
-	for _, c := range g.All().All() {
-		res.Mechanisms = append(res.Mechanisms, g.Mechanisms[c.String()]...)
-	}
-	return nil
-}
-
 // getenv looks a granted variable up in the runtime's environment.
 func (r *Runtime) getenv(name string) string {
 	v, _ := substrate.LookupEnv(r.cfg.Environ, name)
@@ -486,16 +400,8 @@ func Plan(p *admission.Prepared) ([]substrate.Mechanism, error) {
 		return oci.Mechanisms(policy), nil
 	case host.Name:
 		return nil, nil
-	case wasm.Name:
-		var out []substrate.Mechanism
-		for _, c := range g.All().All() {
-			ms, err := wasm.Enforcer{}.Mechanisms(c, g.All())
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ms...)
-		}
-		return out, nil
+	case wasmName:
+		return wasmPlan(p)
 	}
 	return nil, refusal.Errorf(refusal.SandboxUnavailable, "no substrate %q", g.Substrate)
 }

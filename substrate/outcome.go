@@ -59,3 +59,20 @@ func (o Outcome) String() string {
 	}
 	return b.String()
 }
+
+// LogLine is one line a WebAssembly module logged through cordon/log. (The
+// type lives here, below the wasm substrate, so that a result can carry it
+// in a program built without that substrate.)
+type LogLine struct {
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+// Refusal is one operation of a WebAssembly module that the boundary
+// refused.
+type Refusal struct {
+	Error   string `json:"error"`
+	Op      string `json:"op"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+}

@@ -25,7 +25,6 @@ import (
 	"github.com/cordon-run/cordon/substrate/host"
 	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/oci"
-	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -46,6 +45,10 @@ type env struct {
 	// when the command returns.
 	prov    *probes.Prover
 	closers []func()
+
+	// args is the whole command line, for a front end's hand-off of it
+	// to the full binary ([env.handOff]).
+	args []string
 }
 
 // command is one command of the CLI.
@@ -54,6 +57,9 @@ type command struct {
 	summary string
 	usage   string
 	run     func(e *env, args []string) int
+	// front: cordon's front end runs the command itself (exec and fs);
+	// it hands every other one to the full binary.
+	front bool
 }
 
 var commands []command
@@ -93,7 +99,7 @@ func usage(w io.Writer) {
 }
 
 func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, args: args}
 	e.json = wantsJSON(args)
 	fs := e.flags("cordon")
 	fs.SetInterspersed(false)
@@ -110,6 +116,11 @@ func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.version()
 	}
 	rest := fs.Args()
+	if frontEnd && !*version {
+		if c, ok := lookupFront(rest); !ok || *help || !c.front {
+			return e.handOff()
+		}
+	}
 	if len(rest) == 0 {
 		if e.json {
 			return e.usageError("no command given; run 'cordon help'")
@@ -182,10 +193,14 @@ func (e *env) version() int {
 		commit += "+modified"
 	}
 	if e.json {
-		e.printJSON(map[string]any{"version": v, "commit": commit, "go": goVersion})
+		e.printJSON(map[string]any{"version": v, "commit": commit, "go": goVersion, "front_end": frontEnd})
 		return exitOK
 	}
-	fmt.Fprintf(e.stdout, "cordon %s (commit %s, %s)\n", v, commit, goVersion)
+	front := ""
+	if frontEnd {
+		front = "; the front end, which runs exec and fs and hands the rest to " + fullName
+	}
+	fmt.Fprintf(e.stdout, "cordon %s (commit %s, %s%s)\n", v, commit, goVersion, front)
 	return exitOK
 }
 
@@ -296,13 +311,12 @@ func (e *env) admitter(toRun, cite bool) (*admission.Admitter, error) {
 		Workspace: e.workspaceDir(),
 		Harness:   h,
 		Prover:    prover,
-		Substrates: map[string]substrate.Enforcer{
+		Substrates: withWasm(map[string]substrate.Enforcer{
 			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun, Workspace: e.workspaceDir(), Harness: h}),
-			admission.KindWasm:   wasm.Enforcer{},
 			host.Name:            host.Enforcer{},
 			landlock.Name:        landlock.Enforcer{},
 			oci.Name:             oci.NewEnforcer(oci.EnforcerConfig{Workspace: e.workspaceDir(), Harness: h}),
-		},
+		}),
 	})
 	if err != nil {
 		return nil, err

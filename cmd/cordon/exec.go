@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register(command{name: "exec", summary: "[flags] -- CMD ARGS...: run a native command in the sandbox", usage: execUsage, run: runExec})
+	register(command{name: "exec", summary: "[flags] -- CMD ARGS...: run a native command in the sandbox", usage: execUsage, run: runExec, front: true})
 }
 
 const execUsage = `usage: cordon exec [-w DIR] [--timeout D] [--max-output SIZE] [--net none|host] [--allow-host H]... [--env NAME]...
@@ -96,8 +96,14 @@ func runExec(e *env, args []string) int {
 	if *noSandbox && fs.Changed("substrate") {
 		return e.usageError("--no-sandbox runs without a substrate; drop --substrate or --no-sandbox")
 	}
-	if _, err := autonomy.ParseLevel(*autonomyLevel); err != nil {
+	level, err := autonomy.ParseLevel(*autonomyLevel)
+	if err != nil {
 		return e.usageError(err.Error())
+	}
+	if frontEnd && (*receipt || level != autonomy.Supervised) {
+		// Receipts and evidence name the binary that made them: the
+		// full binary makes and checks them all.
+		return e.handOff()
 	}
 	sub := bwrap.Name
 	switch {

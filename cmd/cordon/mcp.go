@@ -1,3 +1,5 @@
+//go:build !cordon_front
+
 package main
 
 import (

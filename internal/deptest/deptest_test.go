@@ -156,3 +156,40 @@ func TestTheCLILinksNoKubernetes(t *testing.T) {
 		t.Errorf("go list -deps ./cmd/cordon does not list substrate/oci: the check looks at the wrong thing")
 	}
 }
+
+// cordon's front end (cmd/cordon built with the tag cordon_front) links
+// none of what it hands to the full binary: the WebAssembly engine, the MCP
+// SDK (and its encoding/gob), the YAML and JSON-schema decoders, whose
+// initialisation every process pays before main (docs/architecture.md);
+// the full build links each, so the check looks at the right thing.
+func TestTheFrontEndLinksNoEngine(t *testing.T) {
+	root := moduleRoot()
+	if root == "" {
+		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
+	}
+	_, err := exec.LookPath("go")
+	testenv.Require(t, err == nil, "the go command: %v", err)
+	heavy := []string{"github.com/tetratelabs/wazero", "github.com/modelcontextprotocol/go-sdk/mcp",
+		"go.yaml.in/yaml/v3", "github.com/google/jsonschema-go/jsonschema", "encoding/gob"}
+	deps := func(tags ...string) []string {
+		cmd := exec.Command("go", append(append([]string{"list"}, tags...), "-deps", "./cmd/cordon")...)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %v: %v", tags, err)
+		}
+		return strings.Fields(string(out))
+	}
+	front, full := deps("-tags", "cordon_front"), deps()
+	for _, h := range heavy {
+		if slices.Contains(front, h) {
+			t.Errorf("cordon's front end links %s", h)
+		}
+		if !slices.Contains(full, h) {
+			t.Errorf("the full cordon does not link %s: the check looks at the wrong thing", h)
+		}
+	}
+	if !slices.Contains(front, module+"/substrate/bwrap") || !slices.Contains(front, module+"/runtime") {
+		t.Errorf("go list -deps of the front end lists no bwrap or runtime: the check looks at the wrong thing")
+	}
+}

@@ -42,6 +42,28 @@ func TrustedProgram(bin, ws string, h harness.Config) (string, error) {
 //     sticky directory, such as /tmp, excepted: only the owner of an entry
 //     may replace it there, and that owner is checked next).
 func trustedProgram(bin, ws string, h harness.Config) (string, error) {
+	return checkProgram(bin, ws, h, true)
+}
+
+// TrustedOwner resolves a program cordon runs as itself — the full binary
+// beside its front end — and returns the path to run, a refusal being a
+// SandboxUnavailable. It refuses one that someone other than root and this
+// user could have put there, as [TrustedProgram] does, but not one in a
+// directory that has been a workspace: it lies beside the cordon the user
+// runs, and a sandboxed command that could write one could write the
+// other.
+func TrustedOwner(bin string) (string, error) {
+	real, err := checkProgram(bin, "", harness.Config{}, false)
+	var e *Error
+	if errors.As(err, &e) && e.Cause != nil {
+		return "", refusal.Errorf(refusal.SandboxUnavailable, "%v", e.Cause)
+	}
+	return real, err
+}
+
+// checkProgram is trustedProgram; workspaces false leaves out its refusal
+// of a directory that has been a workspace.
+func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, error) {
 	real, err := filepath.EvalSymlinks(bin)
 	if err == nil && !filepath.IsAbs(real) {
 		real, err = filepath.Abs(real)
@@ -83,7 +105,7 @@ func trustedProgram(bin, ws string, h harness.Config) (string, error) {
 		if st.Mode&0o022 != 0 && (st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISVTX == 0) {
 			return "", refuse(fmt.Sprintf("%s is writable by group or others (mode %#o)", p, st.Mode&0o7777))
 		}
-		if p != real && wasWorkspace(p, h, names) {
+		if workspaces && p != real && wasWorkspace(p, h, names) {
 			return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands may have run", p))
 		}
 		if p == "/" {

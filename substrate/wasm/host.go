@@ -16,6 +16,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -137,18 +138,10 @@ func (s *callState) allows(f cordonFunc) bool {
 }
 
 // LogLine is one line a module logged through cordon/log.
-type LogLine struct {
-	Level   string `json:"level"`
-	Message string `json:"message"`
-}
+type LogLine = substrate.LogLine
 
 // Refusal is one operation of a module that the boundary refused.
-type Refusal struct {
-	Error   string `json:"error"`
-	Op      string `json:"op"`
-	Path    string `json:"path,omitempty"`
-	Message string `json:"message"`
-}
+type Refusal = substrate.Refusal
 
 // refuse records err (a refusal of op on path) and returns the errno for
 // it.

@@ -1,0 +1,16 @@
+//go:build cordon_front
+
+package main
+
+import "github.com/cordon-run/cordon/substrate"
+
+// frontEnd is true: this is cordon's front end, built with the tag
+// cordon_front. It runs exec and fs itself and links neither the
+// WebAssembly engine, the MCP server, nor the YAML and JSON-schema
+// decoders, whose initialisation every process of a binary pays before
+// main (~1 ms here); every other command, and exec with a receipt or
+// unattended, it hands to the full binary beside it ([env.handOff]).
+const frontEnd = true
+
+// withWasm adds nothing: the front end has no wasm substrate.
+func withWasm(m map[string]substrate.Enforcer) map[string]substrate.Enforcer { return m }

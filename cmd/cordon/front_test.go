@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// frontPrograms returns a directory of its own holding cordon's front end
+// (cordon, built with the tag cordon_front) and the full binary beside it
+// (cordon-full), copied from the ones scripts/test built for the
+// unprivileged run, or built here.
+func frontPrograms(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("testdata", "front")
+	if _, err := os.Stat(filepath.Join(src, "cordon")); err != nil {
+		_, err := exec.LookPath("go")
+		testenv.Require(t, err == nil, "the go command, to build cordon's front end: %v", err)
+		src = t.TempDir()
+		for _, b := range [][]string{
+			{"build", "-tags", "cordon_front", "-o", filepath.Join(src, "cordon"), "."},
+			{"build", "-o", filepath.Join(src, fullName), "."},
+		} {
+			c := exec.Command("go", b...)
+			c.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("go %s: %v\n%s", strings.Join(b, " "), err, out)
+			}
+		}
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cordon", fullName} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runFront runs the front end in dir with args, in the workspace ws, with
+// the tests' per-user state, and a bound on its time.
+func runFront(t *testing.T, dir, ws string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, filepath.Join(dir, "cordon"), args...)
+	c.Dir = ws
+	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		harness.EnvStateDir + "=" + os.Getenv(harness.EnvStateDir), harness.EnvCacheDir + "=" + os.Getenv(harness.EnvCacheDir),
+		harness.EnvRootsDir + "=" + os.Getenv(harness.EnvRootsDir)}
+	var stdout, stderr bytes.Buffer
+	c.Stdin, c.Stdout, c.Stderr = strings.NewReader(""), &stdout, &stderr
+	err := c.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("cordon %v did not end within a minute (a hand-off to itself?)", args)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("cordon %v: %v", args, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// The front end runs exec and fs itself, with no full binary beside it,
+// and links none of what it leaves to the full binary (the static half is
+// internal/deptest's TestTheFrontEndLinksNoEngine).
+func TestTheFrontEndRunsExecAndFSItself(t *testing.T) {
+	needBwrap(t)
+	dir := frontPrograms(t)
+	if err := os.Remove(filepath.Join(dir, fullName)); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello\n"), 0o644)
+
+	r := runFront(t, dir, ws, "--version", "--json")
+	var v struct {
+		FrontEnd bool `json:"front_end"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || !v.FrontEnd {
+		t.Fatalf("--version --json: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "exec", "--", "sh", "-c", "cat a.txt; echo made > b.txt; exit 7"); r.code != 7 || r.stdout != "hello\n" {
+		t.Fatalf("exec: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "fs", "read", "b.txt"); r.code != 0 || r.stdout != "made\n" {
+		t.Fatalf("fs read: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "exec", "--", "sh", "-c", "echo x > /etc/cordon-front-test"); r.code == 0 {
+		t.Fatalf("exec wrote outside the workspace: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "--json", "fs", "read", "../x"); r.code != exitRefused || !strings.Contains(r.stdout, `"error":"OutsideWorkspace"`) {
+		t.Fatalf("fs read outside: %+v", r)
+	}
+}
+
+// Every other command — and exec with a receipt or unattended, whose
+// evidence names the binary that made it — is the full binary's: the
+// front end replaces itself with it, same arguments and streams, so that
+// its exit code is the full binary's own.
+func TestTheFrontEndHandsTheRestToTheFullBinary(t *testing.T) {
+	needBwrap(t)
+	dir := frontPrograms(t)
+	ws := tempWorkspace(t)
+
+	// mcp is not in the front end at all.
+	if r := runFront(t, dir, ws, "mcp", "--help"); r.code != 0 || !strings.Contains(r.stdout, "usage: cordon mcp") {
+		t.Fatalf("mcp --help: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "help"); r.code != 0 || !strings.Contains(r.stdout, "mcp") {
+		t.Fatalf("help: %+v", r)
+	}
+	r := runFront(t, dir, ws, "--json", "run", "no-such-tool")
+	if r.code != exitError || !strings.Contains(r.stdout, `"error":"UnknownTool"`) {
+		t.Fatalf("run of no tool: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "exec", "--receipt", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "cordon: receipt #") {
+		t.Fatalf("exec --receipt: %+v", r)
+	}
+	// Without the full binary, each of them is refused, naming it.
+	os.Remove(filepath.Join(dir, fullName))
+	for _, args := range [][]string{{"mcp", "--help"}, {"run", "no-such-tool"}, {"exec", "--receipt", "--", "true"}, {"exec", "--autonomy", "unattended", "--", "true"}} {
+		if r := runFront(t, dir, ws, args...); r.code != exitCannotRun || !strings.Contains(r.stderr, filepath.Join(dir, fullName)) {
+			t.Errorf("%v without the full binary: %+v", args, r)
+		}
+	}
+}
+
+// The front end runs the full binary on the host, as cordon itself: it
+// refuses one that someone other than root and this user could have put
+// there, and a front end installed under the full binary's name — which
+// would hand off to itself for ever. The program refused never runs.
+// (One in a directory that has been a workspace is run: the front end the
+// user runs lies there too, as reachable to a sandboxed command.)
+func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
+	ws := tempWorkspace(t)
+	planted := func(t *testing.T, dir string, mode os.FileMode) string {
+		marker := filepath.Join(t.TempDir(), "ran")
+		script := "#!/bin/sh\necho planted > " + marker + "\n"
+		if err := os.WriteFile(filepath.Join(dir, fullName), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, fullName), mode); err != nil {
+			t.Fatal(err)
+		}
+		return marker
+	}
+	refused := func(t *testing.T, r result, marker, why string) {
+		t.Helper()
+		if r.code != exitCannotRun || !strings.Contains(r.stderr, why) {
+			t.Errorf("want a refusal (%s): %+v", why, r)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("the refused program ran")
+		}
+	}
+
+	t.Run("writable by others", func(t *testing.T) {
+		dir := frontPrograms(t)
+		marker := planted(t, dir, 0o757)
+		refused(t, runFront(t, dir, ws, "tools"), marker, "writable by group or others")
+	})
+	t.Run("in a directory another user owns", func(t *testing.T) {
+		dir := frontPrograms(t)
+		marker := planted(t, dir, 0o755)
+		if err := os.Chown(filepath.Join(dir, fullName), 4242, 4242); err != nil {
+			t.Skipf("chown to another user needs root: %v", err)
+		}
+		refused(t, runFront(t, dir, ws, "tools"), marker, "belongs to uid 4242")
+	})
+	t.Run("a front end as the full binary", func(t *testing.T) {
+		dir := frontPrograms(t)
+		front, err := os.Open(filepath.Join(dir, "cordon"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer front.Close()
+		full, err := os.OpenFile(filepath.Join(dir, fullName), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(full, front)
+		full.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runFront(t, dir, ws, "tools")
+		if r.code != exitCannotRun || !strings.Contains(r.stderr, "is a front end of cordon") {
+			t.Errorf("a front end as %s: %+v", fullName, r)
+		}
+	})
+	// The real full binary, as a control: the same command is run.
+	dir := frontPrograms(t)
+	if r := runFront(t, dir, ws, "tools"); r.code != 0 {
+		t.Errorf("tools through a trusted full binary: %+v", r)
+	}
+}
