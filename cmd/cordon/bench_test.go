@@ -23,19 +23,24 @@ import (
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
-// buildCordon builds the cordon binary for a benchmark, as README.md
-// builds it: static (CGO_ENABLED=0), which starts faster.
+// buildCordon builds cordon for a benchmark as README.md builds it: static
+// (CGO_ENABLED=0), which starts faster, the front end (the tag
+// cordon_front) as cordon and the full binary beside it as cordon-full.
+// It returns the front end.
 func buildCordon(b *testing.B) string {
 	b.Helper()
 	dir := b.TempDir()
-	linked := filepath.Join(dir, "cordon.linked")
-	cmd := exec.Command("go", "build", "-o", linked, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Skipf("cannot build cordon: %v\n%s", err, out)
+	for _, bin := range []struct{ name, tags string }{{"cordon", "cordon_front"}, {fullName, ""}} {
+		linked := filepath.Join(dir, bin.name+".linked")
+		cmd := exec.Command("go", "build", "-tags", bin.tags, "-o", linked, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Skipf("cannot build %s: %v\n%s", bin.name, err, out)
+		}
+		installed(b, linked, filepath.Join(dir, bin.name))
 	}
-	return installed(b, linked, filepath.Join(dir, "cordon"))
+	return filepath.Join(dir, "cordon")
 }
 
 // installed copies the program linked to bin, as an installer copies it

@@ -116,8 +116,8 @@ func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.version()
 	}
 	rest := fs.Args()
-	if frontEnd && !*version {
-		if c, ok := lookupFront(rest); !ok || *help || !c.front {
+	if frontEnd && !*help && len(rest) > 0 && rest[0] != "help" {
+		if c, ok := lookup(rest[0]); !ok || !c.front {
 			return e.handOff()
 		}
 	}

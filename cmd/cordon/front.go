@@ -14,3 +14,7 @@ const frontEnd = true
 
 // withWasm adds nothing: the front end has no wasm substrate.
 func withWasm(m map[string]substrate.Enforcer) map[string]substrate.Enforcer { return m }
+
+// runMCP is never reached: mcp is not a front command, and the front end
+// hands it off before it would run.
+func runMCP(e *env, _ []string) int { return e.handOff() }

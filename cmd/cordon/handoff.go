@@ -14,15 +14,6 @@ import (
 // other commands to, beside its own executable.
 const fullName = "cordon-full"
 
-// lookupFront returns the command a command line (past the top-level
-// flags) names, if it is one and not help.
-func lookupFront(rest []string) (command, bool) {
-	if len(rest) == 0 || rest[0] == "help" {
-		return command{}, false
-	}
-	return lookup(rest[0])
-}
-
 // handOff replaces this process, a front end's, with the full binary run
 // on the same command line: same arguments, environment, descriptors and
 // process, so that exit codes, signals and standard streams are the full
