@@ -116,8 +116,8 @@ func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.version()
 	}
 	rest := fs.Args()
-	if frontEnd && !*help && len(rest) > 0 && rest[0] != "help" {
-		if c, ok := lookup(rest[0]); !ok || !c.front {
+	if frontEnd && !*help && len(rest) > 0 {
+		if c, ok := lookup(rest[0]); ok && !c.front {
 			return e.handOff()
 		}
 	}
@@ -193,7 +193,11 @@ func (e *env) version() int {
 		commit += "+modified"
 	}
 	if e.json {
-		e.printJSON(map[string]any{"version": v, "commit": commit, "go": goVersion, "front_end": frontEnd})
+		build := "full"
+		if frontEnd {
+			build = "front"
+		}
+		e.printJSON(map[string]any{"version": v, "commit": commit, "go": goVersion, "build": build})
 		return exitOK
 	}
 	front := ""

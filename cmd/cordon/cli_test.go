@@ -52,7 +52,7 @@ func TestVersion(t *testing.T) {
 	}
 	code, stdout, _ = cordonMain(t, "", "--json", "--version")
 	var v map[string]string
-	if code != 0 || json.Unmarshal([]byte(stdout), &v) != nil || v["version"] == "" || v["commit"] == "" || !strings.HasPrefix(v["go"], "go1.") {
+	if code != 0 || json.Unmarshal([]byte(stdout), &v) != nil || v["version"] == "" || v["commit"] == "" || !strings.HasPrefix(v["go"], "go1.") || v["build"] != "full" {
 		t.Errorf("--json --version: %d %q", code, stdout)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,14 +92,15 @@ func TestTheFrontEndRunsExecAndFSItself(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello\n"), 0o644)
 
 	r := runFront(t, dir, ws, "--version", "--json")
-	var v struct {
-		FrontEnd bool `json:"front_end"`
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || !v.FrontEnd {
+	var v map[string]string
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || v["build"] != "front" {
 		t.Fatalf("--version --json: %+v", r)
 	}
 	if r := runFront(t, dir, ws, "exec", "--", "sh", "-c", "cat a.txt; echo made > b.txt; exit 7"); r.code != 7 || r.stdout != "hello\n" {
 		t.Fatalf("exec: %+v", r)
+	}
+	if r := runFront(t, dir, ws, "no-such-command"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
+		t.Fatalf("an unknown command: %+v", r)
 	}
 	if r := runFront(t, dir, ws, "fs", "read", "b.txt"); r.code != 0 || r.stdout != "made\n" {
 		t.Fatalf("fs read: %+v", r)
@@ -147,10 +147,11 @@ func TestTheFrontEndHandsTheRestToTheFullBinary(t *testing.T) {
 
 // The front end runs the full binary on the host, as cordon itself: it
 // refuses one that someone other than root and this user could have put
-// there, and a front end installed under the full binary's name — which
-// would hand off to itself for ever. The program refused never runs.
-// (One in a directory that has been a workspace is run: the front end the
-// user runs lies there too, as reachable to a sandboxed command.)
+// there, one that is not a file of its own beside the front end (a link
+// out, a hard link), one in a directory others may write, and a front end
+// under the full binary's name, which would hand off to itself for ever.
+// The program refused never runs. (One in a directory that has been a
+// workspace is run: the front end the user runs lies there too.)
 func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 	ws := tempWorkspace(t)
 	planted := func(t *testing.T, dir string, mode os.FileMode) string {
@@ -187,27 +188,57 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 		}
 		refused(t, runFront(t, dir, ws, "tools"), marker, "belongs to uid 4242")
 	})
-	t.Run("a front end as the full binary", func(t *testing.T) {
+	t.Run("a link out of the front end's directory", func(t *testing.T) {
 		dir := frontPrograms(t)
-		front, err := os.Open(filepath.Join(dir, "cordon"))
-		if err != nil {
+		elsewhere := t.TempDir()
+		marker := planted(t, elsewhere, 0o755)
+		os.Remove(filepath.Join(dir, fullName))
+		if err := os.Symlink(filepath.Join(elsewhere, fullName), filepath.Join(dir, fullName)); err != nil {
 			t.Fatal(err)
 		}
-		defer front.Close()
-		full, err := os.OpenFile(filepath.Join(dir, fullName), os.O_WRONLY|os.O_TRUNC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = io.Copy(full, front)
-		full.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := runFront(t, dir, ws, "tools")
-		if r.code != exitCannotRun || !strings.Contains(r.stderr, "is a front end of cordon") {
-			t.Errorf("a front end as %s: %+v", fullName, r)
-		}
+		refused(t, runFront(t, dir, ws, "tools"), marker, "outside "+dir)
 	})
+	t.Run("a hard link to a file elsewhere", func(t *testing.T) {
+		dir := frontPrograms(t)
+		elsewhere := t.TempDir()
+		marker := planted(t, elsewhere, 0o755)
+		os.Remove(filepath.Join(dir, fullName))
+		if err := os.Link(filepath.Join(elsewhere, fullName), filepath.Join(dir, fullName)); err != nil {
+			t.Skipf("no hard link across these directories: %v", err)
+		}
+		refused(t, runFront(t, dir, ws, "tools"), marker, "2 links")
+	})
+	t.Run("a directory others may write", func(t *testing.T) {
+		dir := frontPrograms(t)
+		marker := planted(t, dir, 0o755)
+		if err := os.Chmod(dir, 0o1777); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, runFront(t, dir, ws, "tools"), marker, "writable by group or others")
+	})
+	for _, how := range []string{"a copy", "a link"} {
+		t.Run("the front end itself, as "+how, func(t *testing.T) {
+			dir := frontPrograms(t)
+			full := filepath.Join(dir, fullName)
+			os.Remove(full)
+			var err error
+			if how == "a link" {
+				err = os.Symlink("cordon", full)
+			} else {
+				var data []byte
+				if data, err = os.ReadFile(filepath.Join(dir, "cordon")); err == nil {
+					err = os.WriteFile(full, data, 0o755)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runFront(t, dir, ws, "tools")
+			if r.code != exitCannotRun || !strings.Contains(r.stderr, "front end") {
+				t.Errorf("the front end as %s: %+v", fullName, r)
+			}
+		})
+	}
 	// The real full binary, as a control: the same command is run.
 	dir := frontPrograms(t)
 	if r := runFront(t, dir, ws, "tools"); r.code != 0 {

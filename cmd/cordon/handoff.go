@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -17,41 +19,79 @@ const fullName = "cordon-full"
 // handOff replaces this process, a front end's, with the full binary run
 // on the same command line: same arguments, environment, descriptors and
 // process, so that exit codes, signals and standard streams are the full
-// binary's own. It returns only when that binary cannot be run: missing,
-// refused (a program someone other than root or this user could have put
-// there), or a front end itself.
+// binary's own. Its argv[0] names it as cordon-full beside this program,
+// so that a front end reached that way refuses rather than hand off again.
+// It returns only when that binary cannot be run ([fullProgram]).
 func (e *env) handOff() int {
-	bin, err := fullProgram(e)
+	bin, argv0, err := fullProgram()
 	if err == nil {
-		err = syscall.Exec(bin, append([]string{bin}, e.args...), os.Environ())
+		err = syscall.Exec(bin, append([]string{argv0}, e.args...), os.Environ())
 		err = refusal.Errorf(refusal.SandboxUnavailable, "cannot run the full cordon binary %s: %v", bin, err)
 	}
 	return e.fail(err)
 }
 
-// fullProgram returns the full binary to run: cordon-full beside this
-// executable, resolved, and refused unless only root or this user could
-// have put it there ([bwrap.TrustedOwner]).
-func fullProgram(e *env) (string, error) {
+// fullProgram returns the full binary to run, resolved, and the name to
+// run it by: cordon-full beside this executable. It is refused — a
+// SandboxUnavailable, since it runs on the host as cordon itself — unless
+//
+//   - this program is not itself run as cordon-full (a front end installed
+//     under that name, or reached by a hand-off, would hand off for ever);
+//   - this program's directory is writable by no one but its owner, root
+//     or this user (in a sticky directory such as /tmp another user could
+//     put a cordon-full, or a link by that name, where there is none);
+//   - cordon-full resolves to a regular file in that same directory, with
+//     one link, that is not this program: what lies beside the front end
+//     the user runs, and nowhere else (a link out into a workspace, or a
+//     hard link to a file a sandboxed command could write, is refused);
+//   - it, and each directory above it, is owned by root or this user and
+//     writable by no one else ([bwrap.TrustedOwner]).
+//
+// It is not refused for lying in a directory that has been a workspace,
+// as bwrap is: the front end the user runs lies there too.
+func fullProgram() (bin, argv0 string, err error) {
+	refuse := func(format string, args ...any) (string, string, error) {
+		return "", "", refusal.Errorf(refusal.SandboxUnavailable, format, args...)
+	}
 	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
 	if err != nil {
-		return "", refusal.Errorf(refusal.SandboxUnavailable, "cannot find cordon's own executable, beside which %s is: %v", fullName, err)
+		return refuse("cannot find cordon's own executable, beside which %s is: %v", fullName, err)
 	}
-	if self, err = filepath.EvalSymlinks(self); err != nil {
-		return "", refusal.Errorf(refusal.SandboxUnavailable, "cannot resolve cordon's own executable: %v", err)
-	}
+	dir := filepath.Dir(self)
+	full := filepath.Join(dir, fullName)
 	if filepath.Base(os.Args[0]) == fullName {
-		// Run as cordon-full by a front end: a front end was
-		// installed under that name, and would hand off to itself.
-		return "", refusal.Errorf(refusal.SandboxUnavailable, "%s is a front end of cordon (built with the tag cordon_front), not the full binary: build the full one there (go build -o %s ./cmd/cordon)", self, self)
+		return refuse("%s, run as %s, is a front end of cordon (built with the tag cordon_front), not the full binary: build the full one as %s (go build -o %s ./cmd/cordon)", self, fullName, full, full)
 	}
-	bin := filepath.Join(filepath.Dir(self), fullName)
-	if _, err := os.Stat(bin); err != nil {
-		return "", refusal.Errorf(refusal.SandboxUnavailable, "this cordon is its front end, which runs exec and fs, and hands every other command to the full binary, %s; there is none there (%v): build it beside cordon (go build -o %s ./cmd/cordon)", bin, err, bin)
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return refuse("cannot inspect %s: %v", dir, err)
 	}
-	real, err := bwrap.TrustedOwner(bin)
+	if st.Mode&0o022 != 0 {
+		return refuse("cordon's front end is in %s, which is writable by group or others (mode %#o): another user could put its %s there; install both where only root or you can write", dir, st.Mode&0o7777, fullName)
+	}
+	if _, err := os.Lstat(full); err != nil {
+		return refuse("this cordon is its front end, which runs exec and fs, and hands every other command to the full binary, %s; there is none there (%v): build it beside cordon (go build -o %s ./cmd/cordon)", full, err, full)
+	}
+	real, err := bwrap.TrustedOwner(full)
 	if err != nil {
-		return "", fmt.Errorf("the full cordon binary: %w", err)
+		return "", "", fmt.Errorf("the full cordon binary: %w", err)
 	}
-	return real, nil
+	if err := unix.Stat(real, &st); err != nil {
+		return refuse("cannot inspect %s: %v", real, err)
+	}
+	var me unix.Stat_t
+	switch {
+	case filepath.Dir(real) != dir:
+		return refuse("%s resolves to %s, outside %s: the full binary must lie beside the front end itself", full, real, dir)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return refuse("%s is not a regular file", real)
+	case st.Nlink != 1:
+		return refuse("%s has %d links: another name for it could be written where the front end's directory does not guard it", real, st.Nlink)
+	case unix.Stat(self, &me) == nil && me.Dev == st.Dev && me.Ino == st.Ino:
+		return refuse("%s is this front end itself: build the full binary as %s (go build -o %s ./cmd/cordon)", full, full, full)
+	}
+	return real, full, nil
 }
