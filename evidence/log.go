@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/internal/dirfd"
@@ -84,7 +83,7 @@ type Entry struct {
 	Digest string
 	// File is the file's name in the log directory, "%08d.json".
 	File      string
-	Envelope  dsse.Envelope
+	Envelope  envelope
 	Statement Statement
 }
 
@@ -763,7 +762,7 @@ func ReadLogAt(root, rel string) ([]Entry, error) {
 	for _, n := range names.receipts {
 		name := receiptName(n)
 		data, err := readFileAt(fd, name)
-		var env dsse.Envelope
+		var env envelope
 		var st Statement
 		if err == nil {
 			env, _, st, err = parseReceipt(data)
@@ -779,8 +778,8 @@ func ReadLogAt(root, rel string) ([]Entry, error) {
 
 // parseReceipt parses a receipt file: the envelope, its payload and the
 // statement the payload holds. Nothing is verified.
-func parseReceipt(data []byte) (dsse.Envelope, []byte, Statement, error) {
-	var env dsse.Envelope
+func parseReceipt(data []byte) (envelope, []byte, Statement, error) {
+	var env envelope
 	var st Statement
 	if err := json.Unmarshal(data, &env); err != nil {
 		return env, nil, st, fmt.Errorf("not a complete DSSE envelope (a torn or truncated file?): %w", err)

@@ -159,7 +159,8 @@ func TestTheCLILinksNoKubernetes(t *testing.T) {
 
 // cordon's front end (cmd/cordon built with the tag cordon_front) links
 // none of what it hands to the full binary: the WebAssembly engine, the MCP
-// SDK (and its encoding/gob), the YAML and JSON-schema decoders, whose
+// SDK (and its encoding/gob), the YAML and JSON-schema decoders, the DSSE
+// library (and its x/crypto/ssh), whose
 // initialisation every process pays before main (docs/architecture.md);
 // the full build links each, so the check looks at the right thing.
 func TestTheFrontEndLinksNoEngine(t *testing.T) {
@@ -170,7 +171,8 @@ func TestTheFrontEndLinksNoEngine(t *testing.T) {
 	_, err := exec.LookPath("go")
 	testenv.Require(t, err == nil, "the go command: %v", err)
 	heavy := []string{"github.com/tetratelabs/wazero", "github.com/modelcontextprotocol/go-sdk/mcp",
-		"go.yaml.in/yaml/v3", "github.com/google/jsonschema-go/jsonschema", "encoding/gob"}
+		"go.yaml.in/yaml/v3", "github.com/google/jsonschema-go/jsonschema", "encoding/gob",
+		"github.com/secure-systems-lab/go-securesystemslib/dsse", "golang.org/x/crypto/ssh"}
 	deps := func(tags ...string) []string {
 		cmd := exec.Command("go", append(append([]string{"list"}, tags...), "-deps", "./cmd/cordon")...)
 		cmd.Dir = root
