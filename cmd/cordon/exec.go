@@ -59,10 +59,12 @@ const (
 // before a process's first start of another: whether pidfds work, which
 // opens one, waits on it and clones a child that exits at once (about
 // 0.15 ms here); then the reads of the host a first bwrap run makes
-// (bwrap.Ahead). exec calls it first, so that they overlap the parsing
-// and the admitting, while the other processor is idle, instead of
-// delaying bwrap's start. (The landlock helper, which reaps every child,
-// runs from a package init and never gets here.)
+// (bwrap.Ahead). exec calls it as soon as its flags are parsed (and the
+// front end has not handed the command off, which would leave the full
+// binary the child it clones), so that they overlap the admitting, while
+// the other processor is idle, instead of delaying bwrap's start. (The
+// landlock helper, which reaps every child, runs from a package init and
+// never gets here.)
 func warmStart() {
 	if p, err := os.FindProcess(os.Getpid()); err == nil {
 		p.Release()
@@ -71,7 +73,6 @@ func warmStart() {
 }
 
 func runExec(e *env, args []string) int {
-	go warmStart()
 	fs := e.flags("exec")
 	fs.SetInterspersed(false)
 	timeout := fs.Duration("timeout", defaultExecTimeout, "wall-clock bound")
@@ -105,6 +106,7 @@ func runExec(e *env, args []string) int {
 		// full binary makes and checks them all.
 		return e.handOff()
 	}
+	go warmStart()
 	sub := bwrap.Name
 	switch {
 	case *noSandbox:

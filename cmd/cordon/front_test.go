@@ -216,6 +216,44 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 		}
 		refused(t, runFront(t, dir, ws, "tools"), marker, "writable by group or others")
 	})
+	t.Run("a script", func(t *testing.T) {
+		// Its interpreter, and whatever it runs, could lie in a
+		// workspace: nothing would check them.
+		dir := frontPrograms(t)
+		marker := planted(t, dir, 0o755)
+		refused(t, runFront(t, dir, ws, "tools"), marker, "not an ELF executable")
+	})
+	t.Run("the front end bind-mounted beside another cordon-full", func(t *testing.T) {
+		// A container's -v of the front end into a workspace: the
+		// directory it seems to lie in is not the one it was installed
+		// in, and a sandboxed command may write there.
+		if os.Geteuid() != 0 {
+			t.Skip("a bind mount needs root")
+		}
+		unshare, err := exec.LookPath("unshare")
+		testenv.Require(t, err == nil, "unshare(1): %v", err)
+		dir := frontPrograms(t)
+		other := t.TempDir()
+		marker := planted(t, other, 0o755)
+		if err := os.WriteFile(filepath.Join(other, "cordon"), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script := "mount --bind " + filepath.Join(dir, "cordon") + " " + filepath.Join(other, "cordon") + " && exec " + filepath.Join(other, "cordon") + " tools"
+		c := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script)
+		c.Dir = ws
+		c.Env = []string{"PATH=" + os.Getenv("PATH"), harness.EnvStateDir + "=" + os.Getenv(harness.EnvStateDir),
+			harness.EnvCacheDir + "=" + os.Getenv(harness.EnvCacheDir), harness.EnvRootsDir + "=" + os.Getenv(harness.EnvRootsDir)}
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		err = c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, result{code: code, stderr: stderr.String()}, marker, "a mount of its own")
+	})
 	for _, how := range []string{"a copy", "a link"} {
 		t.Run("the front end itself, as "+how, func(t *testing.T) {
 			dir := frontPrograms(t)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -45,7 +48,12 @@ func (e *env) handOff() int {
 //     the user runs, and nowhere else (a link out into a workspace, or a
 //     hard link to a file a sandboxed command could write, is refused);
 //   - it, and each directory above it, is owned by root or this user and
-//     writable by no one else ([bwrap.TrustedOwner]).
+//     writable by no one else ([bwrap.TrustedOwner]);
+//   - it is an ELF executable whose program interpreter, if it has one,
+//     passes the same check (not a script, whose interpreter would be
+//     unchecked);
+//   - this program is not a mount of its own (a file bind-mounted into
+//     another directory, beside another cordon-full).
 //
 // It is not refused for lying in a directory that has been a workspace,
 // as bwrap is: the front end the user runs lies there too.
@@ -62,6 +70,19 @@ func fullProgram() (bin, argv0 string, err error) {
 	}
 	dir := filepath.Dir(self)
 	full := filepath.Join(dir, fullName)
+	// A front end bind-mounted onto a file in another directory (a
+	// container's -v of it into a workspace) shows that directory as its
+	// own, where what lies beside it is not what lies beside the install.
+	var sx, dx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, self, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &sx); err != nil {
+		return refuse("cannot inspect %s: %v", self, err)
+	}
+	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_MNT_ID, &dx); err != nil {
+		return refuse("cannot inspect %s: %v", dir, err)
+	}
+	if sx.Mask&dx.Mask&unix.STATX_MNT_ID == 0 || sx.Mnt_id != dx.Mnt_id {
+		return refuse("cordon's front end %s is a mount of its own (a bind mount of the file) or its mount cannot be told: %s beside it need not be the one installed with it; run the front end from where it is installed", self, fullName)
+	}
 	if filepath.Base(os.Args[0]) == fullName {
 		return refuse("%s, run as %s, is a front end of cordon (built with the tag cordon_front), not the full binary: build the full one as %s (go build -o %s ./cmd/cordon)", self, fullName, full, full)
 	}
@@ -93,5 +114,36 @@ func fullProgram() (bin, argv0 string, err error) {
 	case unix.Stat(self, &me) == nil && me.Dev == st.Dev && me.Ino == st.Ino:
 		return refuse("%s is this front end itself: build the full binary as %s (go build -o %s ./cmd/cordon)", full, full, full)
 	}
+	if err := checkELF(real); err != nil {
+		return refuse("%s: %v; build the full binary as %s (go build -o %s ./cmd/cordon)", real, err, full, full)
+	}
 	return real, full, nil
+}
+
+// checkELF refuses a program that is not an ELF executable, or whose
+// program interpreter (the dynamic loader of a build with cgo) someone
+// other than root and this user could have put there: a script would run
+// an interpreter, and whatever that runs, that nothing here checks — one
+// in a workspace, which a sandboxed command could rewrite, or the front
+// end itself, handing off for ever.
+func checkELF(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("not an ELF executable (%v)", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(p.Open(), 4096))
+		if err != nil {
+			return fmt.Errorf("cannot read its program interpreter: %v", err)
+		}
+		interp := strings.TrimRight(string(b), "\x00")
+		if _, err := bwrap.TrustedOwner(interp); err != nil {
+			return fmt.Errorf("its program interpreter: %w", err)
+		}
+	}
+	return nil
 }
