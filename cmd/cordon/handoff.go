@@ -73,15 +73,8 @@ func fullProgram() (bin, argv0 string, err error) {
 	// A front end bind-mounted onto a file in another directory (a
 	// container's -v of it into a workspace) shows that directory as its
 	// own, where what lies beside it is not what lies beside the install.
-	var sx, dx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, self, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &sx); err != nil {
-		return refuse("cannot inspect %s: %v", self, err)
-	}
-	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_MNT_ID, &dx); err != nil {
-		return refuse("cannot inspect %s: %v", dir, err)
-	}
-	if sx.Mask&dx.Mask&unix.STATX_MNT_ID == 0 || sx.Mnt_id != dx.Mnt_id {
-		return refuse("cordon's front end %s is a mount of its own (a bind mount of the file) or its mount cannot be told: %s beside it need not be the one installed with it; run the front end from where it is installed", self, fullName)
+	if own, err := mountOfItsOwn(self, dir); err != nil || own {
+		return refuse("cordon's front end %s is a mount of its own (a bind mount of the file), or its mount cannot be told (%v): %s beside it need not be the one installed with it; run the front end from where it is installed", self, err, fullName)
 	}
 	if filepath.Base(os.Args[0]) == fullName {
 		return refuse("%s, run as %s, is a front end of cordon (built with the tag cordon_front), not the full binary: build the full one as %s (go build -o %s ./cmd/cordon)", self, fullName, full, full)
