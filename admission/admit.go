@@ -101,7 +101,7 @@ func New(cfg Config) (*Admitter, error) {
 			landlock.Name: landlock.Enforcer{},
 			oci.Name:      oci.NewEnforcer(oci.EnforcerConfig{Workspace: root, Harness: cfg.Harness}),
 		}
-		addDefaultWasm(cfg.Substrates)
+		WithWasm(cfg.Substrates)
 	}
 	if cfg.Inspectors == nil {
 		cfg.Inspectors = map[string]substrate.Inspector{}

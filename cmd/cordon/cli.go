@@ -315,7 +315,7 @@ func (e *env) admitter(toRun, cite bool) (*admission.Admitter, error) {
 		Workspace: e.workspaceDir(),
 		Harness:   h,
 		Prover:    prover,
-		Substrates: withWasm(map[string]substrate.Enforcer{
+		Substrates: admission.WithWasm(map[string]substrate.Enforcer{
 			admission.KindNative: bwrap.NewEnforcer(bwrap.EnforcerConfig{ProbeAtRun: toRun, Workspace: e.workspaceDir(), Harness: h}),
 			host.Name:            host.Enforcer{},
 			landlock.Name:        landlock.Enforcer{},

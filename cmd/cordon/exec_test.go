@@ -82,10 +82,18 @@ func cordonProcess(t *testing.T, env []string, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(env, "CORDON_TEST_AS_CORDON=1",
-		harness.EnvStateDir+"="+os.Getenv(harness.EnvStateDir), harness.EnvCacheDir+"="+os.Getenv(harness.EnvCacheDir),
-		harness.EnvRootsDir+"="+os.Getenv(harness.EnvRootsDir))
+	cmd.Env = append(append(env, "CORDON_TEST_AS_CORDON=1"), stateEnv()...)
 	return cmd
+}
+
+// stateEnv is the environment that points a cordon process at the tests'
+// per-user state, cache and roots (TestMain's temporary directories).
+func stateEnv() []string {
+	var env []string
+	for _, name := range []string{harness.EnvStateDir, harness.EnvCacheDir, harness.EnvRootsDir} {
+		env = append(env, name+"="+os.Getenv(name))
+	}
+	return env
 }
 
 func procExit(err error) int {

@@ -2,18 +2,14 @@
 
 package main
 
-import "github.com/cordon-run/cordon/substrate"
-
 // frontEnd is true: this is cordon's front end, built with the tag
 // cordon_front. It runs exec and fs itself and links neither the
-// WebAssembly engine, the MCP server, nor the YAML and JSON-schema
-// decoders, whose initialisation every process of a binary pays before
-// main (~1 ms here); every other command, and exec with a receipt or
-// unattended, it hands to the full binary beside it ([env.handOff]).
+// WebAssembly engine, the MCP server, the YAML and JSON-schema decoders,
+// nor the DSSE library, whose initialisation every process of a binary
+// pays before main (~1 ms here); every other command, and exec with a
+// receipt or unattended, it hands to the full binary beside it
+// ([env.handOff]).
 const frontEnd = true
-
-// withWasm adds nothing: the front end has no wasm substrate.
-func withWasm(m map[string]substrate.Enforcer) map[string]substrate.Enforcer { return m }
 
 // runMCP is never reached: mcp is not a front command, and the front end
 // hands it off before it would run.

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 )
 
@@ -53,28 +52,33 @@ func frontPrograms(t *testing.T) string {
 	return dir
 }
 
-// runFront runs the front end in dir with args, in the workspace ws, with
-// the tests' per-user state, and a bound on its time.
+// runFront runs the front end in dir with args, in the workspace ws (see
+// runProgram).
 func runFront(t *testing.T, dir, ws string, args ...string) result {
+	t.Helper()
+	return runProgram(t, ws, append([]string{filepath.Join(dir, "cordon")}, args...)...)
+}
+
+// runProgram runs argv in ws, with the tests' per-user state, no input,
+// and a bound on its time.
+func runProgram(t *testing.T, ws string, argv ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, filepath.Join(dir, "cordon"), args...)
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Dir = ws
-	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		harness.EnvStateDir + "=" + os.Getenv(harness.EnvStateDir), harness.EnvCacheDir + "=" + os.Getenv(harness.EnvCacheDir),
-		harness.EnvRootsDir + "=" + os.Getenv(harness.EnvRootsDir)}
+	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, stateEnv()...)
 	var stdout, stderr bytes.Buffer
 	c.Stdin, c.Stdout, c.Stderr = strings.NewReader(""), &stdout, &stderr
 	err := c.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("cordon %v did not end within a minute (a hand-off to itself?)", args)
+		t.Fatalf("%v did not end within a minute (a hand-off to itself?)", argv)
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("cordon %v: %v", args, err)
+		t.Fatalf("%v: %v", argv, err)
 	}
 	return result{code, stdout.String(), stderr.String()}
 }
@@ -105,11 +109,63 @@ func TestTheFrontEndRunsExecAndFSItself(t *testing.T) {
 	if r := runFront(t, dir, ws, "fs", "read", "b.txt"); r.code != 0 || r.stdout != "made\n" {
 		t.Fatalf("fs read: %+v", r)
 	}
-	if r := runFront(t, dir, ws, "exec", "--", "sh", "-c", "echo x > /etc/cordon-front-test"); r.code == 0 {
-		t.Fatalf("exec wrote outside the workspace: %+v", r)
-	}
 	if r := runFront(t, dir, ws, "--json", "fs", "read", "../x"); r.code != exitRefused || !strings.Contains(r.stdout, `"error":"OutsideWorkspace"`) {
 		t.Fatalf("fs read outside: %+v", r)
+	}
+}
+
+// exec and fs keep the same boundary through the front end as through the
+// full binary: each attack below fails the same way, with the same exit
+// code, and its target on the host is left as it was (git's config, the
+// harness state, a file outside the workspace).
+func TestTheFrontEndKeepsTheBoundary(t *testing.T) {
+	needBwrap(t)
+	dir := frontPrograms(t)
+	top := t.TempDir()
+	ws := filepath.Join(top, "ws")
+	// A host file outside the workspace that the host's user may write
+	// (the sandbox's own /tmp is a tmpfs, where writing proves nothing).
+	host, err := os.MkdirTemp("/var/tmp", "cordon-front-test-")
+	testenv.Require(t, err == nil, "a directory of the host's /var/tmp: %v", err)
+	t.Cleanup(func() { os.RemoveAll(host) })
+	outside := filepath.Join(host, "outside")
+	for _, d := range []string{filepath.Join(ws, ".git"), filepath.Join(ws, ".efferent")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(ws, ".git", "config")
+	if err := os.WriteFile(config, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		// sh's status when a redirection fails is 2.
+		{[]string{"exec", "--", "sh", "-c", "echo '[core] hooksPath=/tmp' >> .git/config"}, 2},
+		{[]string{"exec", "--", "sh", "-c", "echo x > .efferent/planted"}, 2},
+		{[]string{"exec", "--", "sh", "-c", "echo x > " + outside}, 2},
+		{[]string{"fs", "write", ".git/config"}, exitRefused},
+		{[]string{"fs", "write", ".efferent/planted"}, exitRefused},
+		{[]string{"fs", "write", outside}, exitRefused},
+		{[]string{"exec", "--timeout", "1s", "--", "sleep", "5"}, exitTimeout},
+		{[]string{"exec", "--", "no-such-program-here"}, 127},
+		{[]string{"exec", "--bogus", "--", "true"}, exitUsage},
+	} {
+		front := runFront(t, dir, ws, tc.args...)
+		full := runProgram(t, ws, append([]string{filepath.Join(dir, fullName)}, tc.args...)...)
+		if front.code != tc.code || full.code != tc.code {
+			t.Errorf("%v: exit %d through the front end, %d through the full binary; want %d (%s | %s)", tc.args, front.code, full.code, tc.code, front.stderr, full.stderr)
+		}
+	}
+	if data, err := os.ReadFile(config); err != nil || string(data) != "[core]\n" {
+		t.Errorf(".git/config is now %q (%v)", data, err)
+	}
+	for _, p := range []string{filepath.Join(ws, ".efferent", "planted"), outside} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was written", p)
+		}
 	}
 }
 
@@ -239,20 +295,7 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 			t.Fatal(err)
 		}
 		script := "mount --bind " + filepath.Join(dir, "cordon") + " " + filepath.Join(other, "cordon") + " && exec " + filepath.Join(other, "cordon") + " tools"
-		c := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script)
-		c.Dir = ws
-		c.Env = []string{"PATH=" + os.Getenv("PATH"), harness.EnvStateDir + "=" + os.Getenv(harness.EnvStateDir),
-			harness.EnvCacheDir + "=" + os.Getenv(harness.EnvCacheDir), harness.EnvRootsDir + "=" + os.Getenv(harness.EnvRootsDir)}
-		var stderr bytes.Buffer
-		c.Stderr = &stderr
-		err = c.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		refused(t, result{code: code, stderr: stderr.String()}, marker, "a mount of its own")
+		refused(t, runProgram(t, ws, unshare, "-m", "--propagation", "private", "sh", "-c", script), marker, "a mount of its own")
 	})
 	for _, how := range []string{"a copy", "a link"} {
 		t.Run("the front end itself, as "+how, func(t *testing.T) {

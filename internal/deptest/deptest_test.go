@@ -33,6 +33,33 @@ func moduleRoot() string {
 	}
 }
 
+// sourceTree returns the module's root, where the source is, skipping the
+// test where it is not (the unprivileged re-run) and requiring the go
+// command.
+func sourceTree(t *testing.T) string {
+	t.Helper()
+	root := moduleRoot()
+	if root == "" {
+		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
+	}
+	_, err := exec.LookPath("go")
+	testenv.Require(t, err == nil, "the go command: %v", err)
+	return root
+}
+
+// goList runs go list with args in the source tree root and returns what
+// it printed.
+func goList(t *testing.T, root string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return string(out)
+}
+
 // rule is one row of the table.
 type rule struct {
 	own, third []string
@@ -83,20 +110,10 @@ func readTable(t *testing.T, root string) map[string]rule {
 }
 
 func TestImportsFollowTheLayering(t *testing.T) {
-	root := moduleRoot()
-	if root == "" {
-		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
-	}
-	_, err := exec.LookPath("go")
-	testenv.Require(t, err == nil, "the go command: %v", err)
+	root := sourceTree(t)
 	rules := readTable(t, root)
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	out := goList(t, root, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		fields := strings.Fields(line)
 		pkg := strings.TrimPrefix(fields[0], module+"/")
 		row, ok := rules[pkg]
@@ -133,20 +150,9 @@ func TestImportsFollowTheLayering(t *testing.T) {
 // cost every process about 1 ms (docs/architecture.md); the Pod renderer
 // is the cordon-kube program.
 func TestTheCLILinksNoKubernetes(t *testing.T) {
-	root := moduleRoot()
-	if root == "" {
-		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
-	}
-	_, err := exec.LookPath("go")
-	testenv.Require(t, err == nil, "the go command: %v", err)
-	cmd := exec.Command("go", "list", "-deps", "./cmd/cordon")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
+	root := sourceTree(t)
 	saw := false
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range strings.Fields(goList(t, root, "-deps", "./cmd/cordon")) {
 		saw = saw || dep == module+"/substrate/oci"
 		if strings.HasPrefix(dep, "k8s.io/") || strings.HasPrefix(dep, "sigs.k8s.io/") {
 			t.Errorf("cmd/cordon links %s", dep)
@@ -160,29 +166,16 @@ func TestTheCLILinksNoKubernetes(t *testing.T) {
 // cordon's front end (cmd/cordon built with the tag cordon_front) links
 // none of what it hands to the full binary: the WebAssembly engine, the MCP
 // SDK (and its encoding/gob), the YAML and JSON-schema decoders, the DSSE
-// library (and its x/crypto/ssh), whose
-// initialisation every process pays before main (docs/architecture.md);
-// the full build links each, so the check looks at the right thing.
+// library (and its x/crypto/ssh), whose initialisation every process pays
+// before main (docs/architecture.md); the full build links each, so the
+// check looks at the right thing.
 func TestTheFrontEndLinksNoEngine(t *testing.T) {
-	root := moduleRoot()
-	if root == "" {
-		t.Skip("a static check of the source tree; it runs where the source is (the root pass of scripts/test)")
-	}
-	_, err := exec.LookPath("go")
-	testenv.Require(t, err == nil, "the go command: %v", err)
+	root := sourceTree(t)
 	heavy := []string{"github.com/tetratelabs/wazero", "github.com/modelcontextprotocol/go-sdk/mcp",
 		"go.yaml.in/yaml/v3", "github.com/google/jsonschema-go/jsonschema", "encoding/gob",
 		"github.com/secure-systems-lab/go-securesystemslib/dsse", "golang.org/x/crypto/ssh"}
-	deps := func(tags ...string) []string {
-		cmd := exec.Command("go", append(append([]string{"list"}, tags...), "-deps", "./cmd/cordon")...)
-		cmd.Dir = root
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list %v: %v", tags, err)
-		}
-		return strings.Fields(string(out))
-	}
-	front, full := deps("-tags", "cordon_front"), deps()
+	front := strings.Fields(goList(t, root, "-tags", "cordon_front", "-deps", "./cmd/cordon"))
+	full := strings.Fields(goList(t, root, "-deps", "./cmd/cordon"))
 	for _, h := range heavy {
 		if slices.Contains(front, h) {
 			t.Errorf("cordon's front end links %s", h)
