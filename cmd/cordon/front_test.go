@@ -115,9 +115,9 @@ func TestTheFrontEndRunsExecAndFSItself(t *testing.T) {
 }
 
 // exec and fs keep the same boundary through the front end as through the
-// full binary: each attack below fails the same way, with the same exit
-// code, and its target on the host is left as it was (git's config, the
-// harness state, a file outside the workspace).
+// full binary, on bwrap and on landlock: each attack below fails the same
+// way, with the same exit code, and its target on the host is left as it
+// was (git's config, the harness state, a file outside the workspace).
 func TestTheFrontEndKeepsTheBoundary(t *testing.T) {
 	needBwrap(t)
 	dir := frontPrograms(t)
@@ -146,6 +146,10 @@ func TestTheFrontEndKeepsTheBoundary(t *testing.T) {
 		{[]string{"exec", "--", "sh", "-c", "echo '[core] hooksPath=/tmp' >> .git/config"}, 2},
 		{[]string{"exec", "--", "sh", "-c", "echo x > .efferent/planted"}, 2},
 		{[]string{"exec", "--", "sh", "-c", "echo x > " + outside}, 2},
+		// The landlock substrate runs its helpers as this program
+		// re-executed: the front end's own.
+		{[]string{"exec", "--substrate", "landlock", "--", "sh", "-c", "echo '[core] hooksPath=/tmp' >> .git/config"}, 2},
+		{[]string{"exec", "--substrate", "landlock", "--", "sh", "-c", "echo x > " + outside}, 2},
 		{[]string{"fs", "write", ".git/config"}, exitRefused},
 		{[]string{"fs", "write", ".efferent/planted"}, exitRefused},
 		{[]string{"fs", "write", outside}, exitRefused},
