@@ -116,11 +116,6 @@ func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.version()
 	}
 	rest := fs.Args()
-	if frontEnd && !*help && len(rest) > 0 {
-		if c, ok := lookup(rest[0]); ok && !c.front {
-			return e.handOff()
-		}
-	}
 	if len(rest) == 0 {
 		if e.json {
 			return e.usageError("no command given; run 'cordon help'")
@@ -134,6 +129,9 @@ func doMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, ok := lookup(rest[0])
 	if !ok {
 		return e.usageError(fmt.Sprintf("unknown command %q", rest[0]))
+	}
+	if frontEnd && !c.front {
+		return e.handOff()
 	}
 	defer func() {
 		for _, f := range e.closers {
