@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/gitconf"
+	"golang.org/x/sys/unix"
 )
 
 // maxIndex bounds the git index read for gitlinks.
@@ -26,27 +27,66 @@ const maxIndex = 256 << 20
 const gitlinkMode = 0o160000
 
 // gitlinks returns the paths of the index's gitlink entries (submodules),
-// relative to the work tree. hashSize is 20 (SHA-1) or 32 (SHA-256). A
+// relative to the work tree, and what the index was as it was read. hashSize is 20 (SHA-1) or 32 (SHA-256). A
 // missing index has none.
-func gitlinks(index string, hashSize int) ([]string, error) {
+func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 	f, err := os.OpenFile(index, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	} else if st.Size() > maxIndex {
-		return nil, fmt.Errorf("larger than %d bytes", maxIndex)
+	at := time.Now()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, nil, errors.New("not a regular file")
+	} else if st.Size > maxIndex {
+		return nil, nil, fmt.Errorf("larger than %d bytes", maxIndex)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return parseGitlinks(data, hashSize)
+	links, err := parseGitlinks(data, hashSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	return links, seenAs(&st, at), nil
+}
+
+// indexSettle: an index whose change time lies less than this before it
+// was looked at is read again after a run whatever its stat says. A file
+// system keeps change times in coarse ticks (the kernel's clock tick,
+// whole seconds on some), so a change within the tick of the look could
+// leave the change time as it was.
+const indexSettle = 3 * time.Second
+
+// indexSeen is what the index was when it was read: its file, its size,
+// and its change time, which the kernel sets at every change of the
+// file's content or inode and no tool can set back — unlike its
+// modification time (utimensat). at is when it was looked at.
+type indexSeen struct {
+	dev, ino    uint64
+	size, ctime int64
+	at          time.Time
+}
+
+func seenAs(st *unix.Stat_t, at time.Time) *indexSeen {
+	return &indexSeen{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, ctime: st.Ctim.Nano(), at: at}
+}
+
+// unchanged reports whether the index at path is, beyond doubt, the one
+// seen: the same file, size and change time, a change time that had
+// settled when it was seen.
+func (s *indexSeen) unchanged(path string) bool {
+	var st unix.Stat_t
+	if s == nil || unix.Lstat(path, &st) != nil {
+		return false
+	}
+	return uint64(st.Dev) == s.dev && st.Ino == s.ino && st.Size == s.size && st.Ctim.Nano() == s.ctime &&
+		s.at.Sub(time.Unix(0, s.ctime)) >= indexSettle
 }
 
 // parseGitlinks reads the gitlink entries of a git index (versions 2, 3
@@ -117,7 +157,7 @@ func (pr *protector) submodules(gitdir, top string) error {
 	if cfg, err := readObjectFormat(gitdir); err == nil && cfg == "sha256" {
 		hashSize = 32
 	}
-	links, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
+	links, seen, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
 	if err != nil {
 		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v", err)
 	}
@@ -129,7 +169,7 @@ func (pr *protector) submodules(gitdir, top string) error {
 			pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry: git status at the workspace root enters it and obeys its configuration"})
 		}
 	}
-	pr.indexFile = filepath.Join(gitdir, "index")
+	pr.indexFile, pr.indexSeen = filepath.Join(gitdir, "index"), seen
 	pr.hashSize = hashSize
 	return nil
 }
@@ -166,14 +206,10 @@ func (p *Protected) Quarantine() ([]string, error) {
 	if p.index == "" {
 		return nil, nil
 	}
-	st, err := os.Lstat(p.index)
-	if err != nil {
-		return nil, nil // no index, no submodule
-	}
-	if p.indexStat != nil && os.SameFile(st, p.indexStat) && st.Size() == p.indexStat.Size() && st.ModTime().Equal(p.indexStat.ModTime()) {
+	if p.indexSeen.unchanged(p.index) {
 		return nil, nil // the same index: the same submodules
 	}
-	links, err := gitlinks(p.index, p.hashSize)
+	links, _, err := gitlinks(p.index, p.hashSize)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s for the submodules git enters: %w", p.index, err)
 	}

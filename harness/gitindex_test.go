@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
@@ -43,7 +44,7 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 			os.WriteFile(filepath.Join(ws, "dir/d.txt"), []byte("d"), 0o644)
 			git("add", "-N", "dir/d.txt") // intent to add: an extended flag
 		}
-		links, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+		links, _, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
 		if err != nil {
 			t.Fatalf("version %s: %v", v, err)
 		}
@@ -96,5 +97,61 @@ func TestGitlinksOfASHA256Repository(t *testing.T) {
 	}
 	if v, _, _ := p.Check("dir/sub/.git"); v != harness.InWriteLater {
 		t.Errorf("dir/sub/.git of a SHA-256 repository: %v; want it protected\n%s", v, p)
+	}
+}
+
+// TestAnIndexIsUnchangedByItsChangeTimeAlone: the index is taken for the
+// one seen before a run only by what no tool can set back — its file, its
+// size and its change time — and only when that change time had settled
+// as it was seen. A tool can give a rewritten index its old inode, size
+// and modification time.
+func TestAnIndexIsUnchangedByItsChangeTimeAlone(t *testing.T) {
+	ws := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Skipf("git: %v %s", err, out)
+	}
+	os.WriteFile(filepath.Join(ws, "a"), []byte("a"), 0o644)
+	if out, err := exec.Command("git", "-C", ws, "add", "a").CombinedOutput(); err != nil {
+		t.Fatalf("git add: %v %s", err, out)
+	}
+	index := filepath.Join(ws, ".git", "index")
+	old, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func() {
+		st, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same bytes, in place, and the modification time set back.
+		if err := os.WriteFile(index, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(index, st.ModTime(), st.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		after  time.Duration
+		change func()
+		want   bool
+	}{
+		{"untouched, settled", 4 * time.Second, func() {}, true},
+		{"untouched, changed just before it was seen", 0, func() {}, false},
+		{"rewritten in place, mtime set back", 4 * time.Second, rewrite, false},
+		{"replaced", 4 * time.Second, func() {
+			os.WriteFile(index+".new", old, 0o644)
+			os.Rename(index+".new", index)
+		}, false},
+	} {
+		got, err := harness.IndexUnchanged(index, c.after, c.change)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s: unchanged = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

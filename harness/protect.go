@@ -65,7 +65,7 @@ type Protected struct {
 	// The root repository's index and the submodules it named when the
 	// set was found ([Protected.Quarantine]).
 	index     string
-	indexStat os.FileInfo
+	indexSeen *indexSeen
 	hashSize  int
 	gitlinks  []string
 	registry  string
@@ -251,15 +251,12 @@ func (c Config) Protect(root string) (*Protected, error) {
 		return strings.Compare(a.Rel, b.Rel)
 	})
 	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
-		index: pr.indexFile, hashSize: pr.hashSize, gitlinks: pr.gitlinks, registry: c.RegistryDir(),
+		index: pr.indexFile, indexSeen: pr.indexSeen, hashSize: pr.hashSize, gitlinks: pr.gitlinks, registry: c.RegistryDir(),
 		seen: make(map[string]kind, len(pr.paths))}
 	for _, q := range pr.paths {
 		if k, ok := pr.kinds[q.Rel]; ok {
 			out.seen[q.Rel] = k
 		}
-	}
-	if pr.indexFile != "" {
-		out.indexStat, _ = os.Lstat(pr.indexFile)
 	}
 	return out, nil
 }
@@ -329,6 +326,7 @@ type protector struct {
 	// The root repository's index and its gitlinks, when the repository
 	// is the workspace's own.
 	indexFile string
+	indexSeen *indexSeen
 	hashSize  int
 	gitlinks  []string
 }

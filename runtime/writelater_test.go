@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/landlock"
 	guard "github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -471,4 +473,88 @@ git -C sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s && git 
 		t.Errorf("sub/.git is still where git would enter it")
 	}
 	afterGit(t, ws, marker)
+}
+
+// keepIndexIdentity rewrites .git/index, as the file .git/keep (a hard
+// link to the index as it was before git replaced it), with the content
+// git wrote: padded with an optional extension to the old size, given
+// back the old modification time, and renamed over the index — the same
+// file, size and mtime as before the run.
+const keepIndexIdentity = `
+import hashlib, os, struct
+st = os.stat(".git/keep")
+data = open(".git/index", "rb").read()[:-20]
+pad = st.st_size - len(data) - 8 - 20
+assert pad >= 0, pad
+data += b"ZPAD" + struct.pack(">I", pad) + bytes(pad)
+data += hashlib.sha1(data).digest()
+with open(".git/keep", "r+b") as f:
+    f.write(data)
+os.utime(".git/keep", ns=(st.st_atime_ns, st.st_mtime_ns))
+os.replace(".git/keep", ".git/index")
+`
+
+// TestAnIndexThatLooksUnchangedIsRead: a run that enters a repository of
+// its own in the index as a submodule, and gives the index back its
+// inode, its size and its modification time (all of which a tool can
+// set), still has that repository moved out of git's way. The check of
+// the index after a run trusts only what no tool can set (its change
+// time), and only once that has settled. (Landlock gives no tool write
+// access to .git's entries: there git cannot write the index at all.)
+func TestAnIndexThatLooksUnchangedIsRead(t *testing.T) {
+	needProgram(t, "python3")
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		long := "d/" + strings.Repeat("a-long-name-", 10) // in d: landlock lets no tool make an entry at the top
+		os.Mkdir(filepath.Join(ws, "d"), 0o755)
+		writeFile(t, filepath.Join(ws, long), "x")
+		hostGit(t, ws, "add", long)
+		hostGit(t, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "long")
+		index := filepath.Join(ws, ".git", "index")
+		before, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An index written just now is read whatever its stat says: wait
+		// until this one could be trusted by it.
+		time.Sleep(time.Until(before.ModTime().Add(3500 * time.Millisecond)))
+		marker := filepath.Join(b, "pwned")
+		if sub == landlock.Name {
+			data, _ := os.ReadFile(index)
+			res := run(t, newPolicy(ws), attempt("link", "ln .git/index .git/keep")+
+				attempt("update", "git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),d/sub"), on(sub))
+			if st := statuses(t, res.Stdout); st["link"] == "0" || st["update"] == "0" {
+				t.Errorf("on landlock a tool wrote .git: %q", res.Stdout)
+			}
+			if now, _ := os.ReadFile(index); !bytes.Equal(now, data) {
+				t.Errorf("on landlock a tool rewrote the index")
+			}
+			return
+		}
+		script := fmt.Sprintf(`git init -q d/sub && printf '#!/bin/sh\n%s\n' > d/sub/fsm && chmod +x d/sub/fsm && git -C d/sub config core.fsmonitor "$PWD/d/sub/fsm" &&
+git -C d/sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s &&
+ln .git/index .git/keep && git rm -q --cached %s && git update-index --add --cacheinfo 160000,$(git -C d/sub rev-parse HEAD),d/sub &&
+python3 -c '%s' && echo ENTERED
+`, plantCommand(marker), long, keepIndexIdentity)
+		res := run(t, newPolicy(ws), script, on(sub))
+		if !strings.Contains(res.Stdout, "ENTERED") {
+			t.Fatalf("the command could not rewrite the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+		}
+		after, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(before, after) || before.Size() != after.Size() || !before.ModTime().Equal(after.ModTime()) {
+			t.Fatalf("the index's inode, size or mtime changed (the test proves nothing): %v %v", before, after)
+		}
+		if !strings.Contains(hostGit(t, ws, "ls-files", "-s", "d/sub"), "160000") {
+			t.Fatalf("the host's git does not see the submodule (the test proves nothing)")
+		}
+		if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved d/sub/.git") {
+			t.Errorf("the result's notes %q do not say the repository was moved", res.Notes)
+		}
+		afterGit(t, ws, marker)
+	})
 }

@@ -313,15 +313,24 @@ func Run(ctx context.Context, s RunSpec) (substrate.Outcome, error) {
 	}()
 	o := t.Wait(ctx)
 	<-deleted
+	// Every process of the container is gone (its PID namespace's init
+	// has died): what the run left in the git index is final. A
+	// repository it entered there as a submodule is moved out of git's
+	// way, as after bwrap's runs.
+	var moved []string
+	if prot := sb.Protected(); prot != nil {
+		moved = prot.QuarantineNotes()
+	}
 	if _, err := os.Stat(pidFile); errors.Is(err, os.ErrNotExist) && !o.TimedOut && !o.Canceled {
 		// A command not found or not executable is an outcome, as for
 		// bwrap's runs: the runtime says so for the exec it could not do.
 		if code, why := execFailure(o.Stderr); code != 0 {
 			msg := fmt.Sprintf("cordon: %s: %s\n", s.Command[0], why)
-			return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration}, nil
+			return substrate.Outcome{ExitCode: code, Stderr: msg, StderrBytes: int64(len(msg)), Duration: o.Duration, Notes: moved}, nil
 		}
 		return substrate.Outcome{}, refusal.Errorf(refusal.SandboxSetup, "%s did not create the container: %s", s.Runtime.Name, firstLine(o.Stderr))
 	}
+	o.Notes = append(moved, o.Notes...)
 	return o, nil
 }
 
