@@ -93,6 +93,33 @@ func rawBwrap(b *testing.B, h harness.Config, ws string) ([]string, []string, *b
 	return append(sb.Options(), "--", "true"), sb.Env(), sb
 }
 
+// seccompArgs returns the seccomp program of the sandbox cordon exec makes
+// in ws, and the raw bwrap arguments rawArgs with `--seccomp 3` added
+// before "--", for timeFiltered.
+func seccompArgs(b *testing.B, h harness.Config, ws string, rawArgs []string) ([]byte, []string) {
+	filter, err := seccomp.Marshal(bwrap.NewPolicy(ws, h).Seccomp())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filter, append(append(slices.Clone(rawArgs[:len(rawArgs)-2]), "--seccomp", "3"), rawArgs[len(rawArgs)-2:]...)
+}
+
+// timeFiltered times raw bwrap with args and env, handed the seccomp
+// program filter on descriptor 3 (written whole into a pipe first, as
+// cordon hands it).
+func timeFiltered(b *testing.B, bin string, args, env []string, filter []byte) time.Duration {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pr.Close()
+	pw.Write(filter)
+	pw.Close()
+	r := exec.Command(bin, args...)
+	r.Env, r.ExtraFiles = env, []*os.File{pr}
+	return timeRun(b, r)
+}
+
 func timeRun(b *testing.B, cmd *exec.Cmd) time.Duration {
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -109,8 +136,10 @@ func median(d []time.Duration) time.Duration {
 
 // BenchmarkExecTrue runs, interleaved in one loop, `cordon exec -- true`,
 // the raw bwrap invocation with the same options (`bwrap OPTIONS -- true`,
-// built by the same code), runtime.Run in process, and the bare `true`,
-// and reports the medians and their ratios.
+// built by the same code), the same with the run's seccomp program too
+// (`--seccomp FD`: the same sandbox, without cordon's side channels),
+// runtime.Run in process, and the bare `true`, and reports the medians and
+// their ratios.
 func BenchmarkExecTrue(b *testing.B) {
 	needBwrap(b)
 	cordon := buildCordon(b)
@@ -119,6 +148,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	bin, _ := bwrap.Find(os.Getenv("PATH"))
 	rawArgs, rawEnv, sb := rawBwrap(b, h, ws)
 	defer sb.Close()
+	filter, withFilter := seccompArgs(b, h, ws, rawArgs)
 	trueBin, _ := exec.LookPath("true")
 	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
 	if err != nil {
@@ -128,7 +158,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
 
-	var cli, raw, lib, bare, prep []time.Duration
+	var cli, raw, rawSeccomp, lib, bare, prep []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		c := exec.Command(cordon, "exec", "--", "true")
@@ -138,6 +168,8 @@ func BenchmarkExecTrue(b *testing.B) {
 		r := exec.Command(bin, rawArgs...)
 		r.Env = rawEnv
 		raw = append(raw, timeRun(b, r))
+
+		rawSeccomp = append(rawSeccomp, timeFiltered(b, bin, withFilter, rawEnv, filter))
 
 		start := time.Now()
 		p, err := a.PrepareCommand(context.Background(), admission.Command{Argv: []string{"true"}, Capabilities: set})
@@ -154,13 +186,15 @@ func BenchmarkExecTrue(b *testing.B) {
 		bare = append(bare, timeRun(b, exec.Command(trueBin)))
 	}
 	b.StopTimer()
-	mc, mr, ml, mb := median(cli), median(raw), median(lib), median(bare)
+	mc, mr, ms, ml, mb := median(cli), median(raw), median(rawSeccomp), median(lib), median(bare)
 	b.ReportMetric(float64(mc.Microseconds()), "cordon-µs")
 	b.ReportMetric(float64(mr.Microseconds()), "bwrap-µs")
+	b.ReportMetric(float64(ms.Microseconds()), "bwrap-seccomp-µs")
 	b.ReportMetric(float64(ml.Microseconds()), "runtime.Run-µs")
 	b.ReportMetric(float64(mb.Microseconds()), "bare-µs")
 	b.ReportMetric(float64(mc)/float64(mr), "cordon/bwrap")
 	b.ReportMetric(float64(ml)/float64(mr), "runtime.Run/bwrap")
+	b.ReportMetric(float64(ml)/float64(ms), "runtime.Run/bwrap-seccomp")
 	b.ReportMetric(float64(mr)/float64(mb), "bwrap/bare")
 	b.ReportMetric(float64(median(prep).Microseconds()), "prep-µs")
 	b.ReportMetric(0, "ns/op") // the per-op time mixes four commands; the medians above are the figures
@@ -407,11 +441,7 @@ func BenchmarkSubstrates(b *testing.B) {
 	bin, _ := bwrap.Find(os.Getenv("PATH"))
 	rawArgs, rawEnv, sb := rawBwrap(b, h, ws)
 	defer sb.Close()
-	filter, err := seccomp.Marshal(bwrap.NewPolicy(ws, h).Seccomp())
-	if err != nil {
-		b.Fatal(err)
-	}
-	withFilter := append(append(slices.Clone(rawArgs[:len(rawArgs)-2]), "--seccomp", "3"), rawArgs[len(rawArgs)-2:]...)
+	filter, withFilter := seccompArgs(b, h, ws, rawArgs)
 	trueBin, _ := exec.LookPath("true")
 	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
 	if err != nil {
@@ -448,16 +478,7 @@ func BenchmarkSubstrates(b *testing.B) {
 		r.Env = rawEnv
 		raw = append(raw, timeRun(b, r))
 
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		pw.Write(filter)
-		pw.Close()
-		r = exec.Command(bin, withFilter...)
-		r.Env, r.ExtraFiles = rawEnv, []*os.File{pr}
-		rawSeccomp = append(rawSeccomp, timeRun(b, r))
-		pr.Close()
+		rawSeccomp = append(rawSeccomp, timeFiltered(b, bin, withFilter, rawEnv, filter))
 	}
 	b.StopTimer()
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
