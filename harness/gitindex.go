@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -49,11 +50,50 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	links, err := parseGitlinks(data, hashSize)
+	links, shared, err := parseGitlinks(data, hashSize)
 	if err != nil {
 		return nil, nil, err
 	}
-	return links, seenAs(&st, at), nil
+	if shared == "" {
+		return links, seenAs(&st, at), nil
+	}
+	// A split index: git reads the shared index's entries too (those the
+	// split index does not replace or delete; all of them are taken, a
+	// superset). Its stat is not this file's: an index that has one is
+	// read again after every run.
+	base, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+shared))
+	if err != nil {
+		return nil, nil, fmt.Errorf("its shared index: %w", err)
+	}
+	more, next, err := parseGitlinks(base, hashSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("its shared index: %w", err)
+	}
+	if next != "" {
+		return nil, nil, errors.New("its shared index links to another")
+	}
+	for _, l := range more {
+		if !slices.Contains(links, l) {
+			links = append(links, l)
+		}
+	}
+	return links, nil, nil
+}
+
+// readIndexFile reads a regular file of at most maxIndex bytes, never
+// following a symlink.
+func readIndexFile(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	} else if st.Size() > maxIndex {
+		return nil, fmt.Errorf("larger than %d bytes", maxIndex)
+	}
+	return io.ReadAll(io.LimitReader(f, maxIndex+1))
 }
 
 // indexSettle: an index whose change time lies less than this before it
@@ -90,14 +130,16 @@ func (s *indexSeen) unchanged(path string) bool {
 }
 
 // parseGitlinks reads the gitlink entries of a git index (versions 2, 3
-// and 4; see git's Documentation/gitformat-index.txt).
-func parseGitlinks(data []byte, hashSize int) ([]string, error) {
+// and 4; see git's Documentation/gitformat-index.txt), and the name (hex)
+// of the shared index a split index's "link" extension names ("" for
+// none): the entries git reads from that file too.
+func parseGitlinks(data []byte, hashSize int) (links []string, shared string, err error) {
 	if len(data) < 12 || string(data[:4]) != "DIRC" {
-		return nil, errors.New("not a git index")
+		return nil, "", errors.New("not a git index")
 	}
 	version := binary.BigEndian.Uint32(data[4:8])
 	if version < 2 || version > 4 {
-		return nil, fmt.Errorf("index version %d", version)
+		return nil, "", fmt.Errorf("index version %d", version)
 	}
 	count := binary.BigEndian.Uint32(data[8:12])
 	var out []string
@@ -107,14 +149,14 @@ func parseGitlinks(data []byte, hashSize int) ([]string, error) {
 		start := off
 		fixed := 40 + hashSize + 2 // stat data, mode among it, object name, flags
 		if off+fixed > len(data) {
-			return nil, errors.New("index truncated")
+			return nil, "", errors.New("index truncated")
 		}
 		mode := binary.BigEndian.Uint32(data[off+24 : off+28])
 		flags := binary.BigEndian.Uint16(data[off+40+hashSize : off+fixed])
 		off += fixed
 		if flags&0x4000 != 0 { // extended flags (version 3 and later)
 			if version < 3 || off+2 > len(data) {
-				return nil, errors.New("bad extended flags")
+				return nil, "", errors.New("bad extended flags")
 			}
 			off += 2
 		}
@@ -122,19 +164,19 @@ func parseGitlinks(data []byte, hashSize int) ([]string, error) {
 		if version == 4 {
 			strip, n := binary.Uvarint(data[off:])
 			if n <= 0 || strip > uint64(len(prev)) {
-				return nil, errors.New("bad path prefix")
+				return nil, "", errors.New("bad path prefix")
 			}
 			off += n
 			end := bytes.IndexByte(data[off:], 0)
 			if end < 0 {
-				return nil, errors.New("index truncated")
+				return nil, "", errors.New("index truncated")
 			}
 			name = prev[:len(prev)-int(strip)] + string(data[off:off+end])
 			off += end + 1
 		} else {
 			end := bytes.IndexByte(data[off:], 0)
 			if end < 0 {
-				return nil, errors.New("index truncated")
+				return nil, "", errors.New("index truncated")
 			}
 			name = string(data[off : off+end])
 			// Padded with 1 to 8 NULs to a multiple of 8 from the entry's start.
@@ -145,7 +187,37 @@ func parseGitlinks(data []byte, hashSize int) ([]string, error) {
 			out = append(out, name)
 		}
 	}
-	return out, nil
+	// The extensions, up to the checksum: a split index keeps most of its
+	// entries in the shared index its "link" extension names.
+	for end := len(data) - hashSize; off < end; {
+		if off+8 > end {
+			return nil, "", errors.New("bad extension")
+		}
+		sig, size := string(data[off:off+4]), int(binary.BigEndian.Uint32(data[off+4:off+8]))
+		off += 8
+		if size < 0 || size > end-off {
+			return nil, "", errors.New("extension truncated")
+		}
+		if sig == "link" {
+			if size < hashSize {
+				return nil, "", errors.New("bad link extension")
+			}
+			if base := data[off : off+hashSize]; !allZero(base) {
+				shared = hex.EncodeToString(base)
+			}
+		}
+		off += size
+	}
+	return out, shared, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // submodules protects the entry into every submodule the repository's

@@ -52,8 +52,27 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 			t.Errorf("version %s: gitlinks %q", v, links)
 		}
 	}
+	// A split index: the entries are in .git/sharedindex.<hash>, which the
+	// index's link extension names, and one more in the index itself.
+	git("update-index", "--index-version", "2")
+	git("update-index", "--split-index")
+	git("update-index", "--add", "--cacheinfo", "160000,"+commit+",split/sub")
+	if shared, _ := filepath.Glob(filepath.Join(ws, ".git", "sharedindex.*")); len(shared) == 0 {
+		t.Fatalf("git made no shared index")
+	}
+	links, seen, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+	if err != nil {
+		t.Fatalf("split index: %v", err)
+	}
+	slices.Sort(links)
+	if !slices.Equal(links, []string{"dir/sub", "split/sub", "vendor/lib"}) {
+		t.Errorf("split index: gitlinks %q", links)
+	}
+	if seen != nil {
+		t.Errorf("a split index is taken for unchanged by its own stat")
+	}
 	for _, bad := range [][]byte{nil, []byte("DIRC"), []byte("DIRC\x00\x00\x00\x09\x00\x00\x00\x01"), []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x05short")} {
-		if _, err := harness.ParseGitlinks(bad, 20); err == nil {
+		if _, _, err := harness.ParseGitlinks(bad, 20); err == nil {
 			t.Errorf("ParseGitlinks(%q) succeeded", bad)
 		}
 	}

@@ -558,3 +558,30 @@ python3 -c '%s' && echo ENTERED
 		afterGit(t, ws, marker)
 	})
 }
+
+// TestASplitIndexIsReadWhole: a run that enters a repository of its own
+// in the index and then splits the index (git update-index
+// --split-index: the entries move to .git/sharedindex.<hash>, which the
+// index names) still has that repository moved out of git's way.
+func TestASplitIndexIsReadWhole(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	marker := filepath.Join(b, "pwned")
+	script := fmt.Sprintf(`git init -q sub && printf '#!/bin/sh\n%s\n' > sub/fsm && chmod +x sub/fsm && git -C sub config core.fsmonitor "$PWD/sub/fsm" &&
+git -C sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub &&
+git update-index --split-index && ls .git/sharedindex.* >/dev/null && echo ENTERED
+`, plantCommand(marker))
+	res := run(t, newPolicy(ws), script)
+	if !strings.Contains(res.Stdout, "ENTERED") {
+		t.Fatalf("the command could not split the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(hostGit(t, ws, "ls-files", "-s", "sub"), "160000") {
+		t.Fatalf("the host's git does not see the submodule (the test proves nothing)")
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved sub/.git") {
+		t.Errorf("the result's notes %q do not say the repository was moved", res.Notes)
+	}
+	afterGit(t, ws, marker)
+}
