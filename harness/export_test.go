@@ -20,3 +20,13 @@ func IndexUnchanged(path string, after time.Duration, change func()) (bool, erro
 	change()
 	return seen.unchanged(path), nil
 }
+
+// Quarantined runs Protect on root, then change, then Quarantine.
+func Quarantined(c Config, root string, change func()) ([]string, error) {
+	p, err := c.Protect(root)
+	if err != nil {
+		return nil, err
+	}
+	change()
+	return p.Quarantine()
+}

@@ -1,9 +1,6 @@
 package harness
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -54,27 +51,29 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if shared == "" {
+	if len(shared) == 0 {
 		return links, seenAs(&st, at), nil
 	}
 	// A split index: git reads the shared index's entries too (those the
 	// split index does not replace or delete; all of them are taken, a
 	// superset). Its stat is not this file's: an index that has one is
 	// read again after every run.
-	base, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+shared))
-	if err != nil {
-		return nil, nil, fmt.Errorf("its shared index: %w", err)
-	}
-	more, next, err := parseGitlinks(base, hashSize)
-	if err != nil {
-		return nil, nil, fmt.Errorf("its shared index: %w", err)
-	}
-	if next != "" {
-		return nil, nil, errors.New("its shared index links to another")
-	}
-	for _, l := range more {
-		if !slices.Contains(links, l) {
-			links = append(links, l)
+	for _, h := range shared {
+		base, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+h))
+		if err != nil {
+			return nil, nil, fmt.Errorf("its shared index: %w", err)
+		}
+		more, next, err := parseGitlinks(base, hashSize)
+		if err != nil {
+			return nil, nil, fmt.Errorf("its shared index: %w", err)
+		}
+		if len(next) > 0 {
+			return nil, nil, errors.New("its shared index links to another")
+		}
+		for _, l := range more {
+			if !slices.Contains(links, l) {
+				links = append(links, l)
+			}
 		}
 	}
 	return links, nil, nil
@@ -129,97 +128,6 @@ func (s *indexSeen) unchanged(path string) bool {
 		s.at.Sub(time.Unix(0, s.ctime)) >= indexSettle
 }
 
-// parseGitlinks reads the gitlink entries of a git index (versions 2, 3
-// and 4; see git's Documentation/gitformat-index.txt), and the name (hex)
-// of the shared index a split index's "link" extension names ("" for
-// none): the entries git reads from that file too.
-func parseGitlinks(data []byte, hashSize int) (links []string, shared string, err error) {
-	if len(data) < 12 || string(data[:4]) != "DIRC" {
-		return nil, "", errors.New("not a git index")
-	}
-	version := binary.BigEndian.Uint32(data[4:8])
-	if version < 2 || version > 4 {
-		return nil, "", fmt.Errorf("index version %d", version)
-	}
-	count := binary.BigEndian.Uint32(data[8:12])
-	var out []string
-	off := 12
-	prev := ""
-	for i := uint32(0); i < count; i++ {
-		start := off
-		fixed := 40 + hashSize + 2 // stat data, mode among it, object name, flags
-		if off+fixed > len(data) {
-			return nil, "", errors.New("index truncated")
-		}
-		mode := binary.BigEndian.Uint32(data[off+24 : off+28])
-		flags := binary.BigEndian.Uint16(data[off+40+hashSize : off+fixed])
-		off += fixed
-		if flags&0x4000 != 0 { // extended flags (version 3 and later)
-			if version < 3 || off+2 > len(data) {
-				return nil, "", errors.New("bad extended flags")
-			}
-			off += 2
-		}
-		var name string
-		if version == 4 {
-			strip, n := binary.Uvarint(data[off:])
-			if n <= 0 || strip > uint64(len(prev)) {
-				return nil, "", errors.New("bad path prefix")
-			}
-			off += n
-			end := bytes.IndexByte(data[off:], 0)
-			if end < 0 {
-				return nil, "", errors.New("index truncated")
-			}
-			name = prev[:len(prev)-int(strip)] + string(data[off:off+end])
-			off += end + 1
-		} else {
-			end := bytes.IndexByte(data[off:], 0)
-			if end < 0 {
-				return nil, "", errors.New("index truncated")
-			}
-			name = string(data[off : off+end])
-			// Padded with 1 to 8 NULs to a multiple of 8 from the entry's start.
-			off = start + ((off + end - start + 8) &^ 7)
-		}
-		prev = name
-		if mode&0o170000 == gitlinkMode {
-			out = append(out, name)
-		}
-	}
-	// The extensions, up to the checksum: a split index keeps most of its
-	// entries in the shared index its "link" extension names.
-	for end := len(data) - hashSize; off < end; {
-		if off+8 > end {
-			return nil, "", errors.New("bad extension")
-		}
-		sig, size := string(data[off:off+4]), int(binary.BigEndian.Uint32(data[off+4:off+8]))
-		off += 8
-		if size < 0 || size > end-off {
-			return nil, "", errors.New("extension truncated")
-		}
-		if sig == "link" {
-			if size < hashSize {
-				return nil, "", errors.New("bad link extension")
-			}
-			if base := data[off : off+hashSize]; !allZero(base) {
-				shared = hex.EncodeToString(base)
-			}
-		}
-		off += size
-	}
-	return out, shared, nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // submodules protects the entry into every submodule the repository's
 // index names: P/.git, present or absent. git status at the workspace
 // root enters each and runs git there, which obeys that repository's
@@ -233,15 +141,19 @@ func (pr *protector) submodules(gitdir, top string) error {
 	if err != nil {
 		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v", err)
 	}
-	pr.gitlinks = nil
+	pr.gitlinks, pr.entries = nil, map[string]entryID{}
 	for _, l := range links {
 		abs := filepath.Join(top, filepath.FromSlash(l))
 		if rel, ok := pr.rel(abs); ok && rel != "" && !strings.HasPrefix(rel, "../") {
 			pr.gitlinks = append(pr.gitlinks, rel)
+			var st unix.Stat_t
+			if unix.Lstat(filepath.Join(abs, ".git"), &st) == nil {
+				pr.entries[rel] = entryID{dev: uint64(st.Dev), ino: st.Ino}
+			}
 			pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry: git status at the workspace root enters it and obeys its configuration"})
 		}
 	}
-	pr.indexFile, pr.indexSeen = filepath.Join(gitdir, "index"), seen
+	pr.indexFile, pr.indexSeen, pr.indexTop = filepath.Join(gitdir, "index"), seen, top
 	pr.hashSize = hashSize
 	return nil
 }
@@ -267,51 +179,176 @@ func readObjectFormat(gitdir string) (string, error) {
 	return format, nil
 }
 
+// entryID is the file a submodule's entry (P/.git) was when the
+// protected set was found.
+type entryID struct{ dev, ino uint64 }
+
 // Quarantine moves away the entry (P/.git) of every repository that the
-// workspace's index names as a submodule now but did not when the set was
-// found: a run (a tool writing the index) made the host's git status at
-// the workspace root enter a repository whose configuration the tool
-// could write. Each goes to <harness dir>/quarantine/<time>/P.git, where
-// the user can look at it; the list of what moved is returned. Call it
-// once a run is over, with no process of it left.
+// index of the repository git uses at the workspace root names as a
+// submodule now and that is not the entry it was when the set was found:
+// a run (a tool writing the index, or swapping an entry) made the host's
+// git status at the workspace root enter a repository whose configuration
+// the tool could write. Each goes to <harness dir>/quarantine/<time>/P/.git,
+// where the user can look at it; the list of what moved is returned. An
+// index that cannot be read for its submodules (git may read what cordon
+// cannot) goes there itself: git then enters none. Call it once a run is
+// over, with no process of it left.
+//
+// A submodule of the set is passed by when its entry is the same file as
+// then, absent, or an empty directory (a placeholder): another run of the
+// workspace at the same time can take the entry away (its own quarantine
+// does), and this run put another in its place. P is reached without
+// following a symlink, as git reaches it.
 func (p *Protected) Quarantine() ([]string, error) {
 	if p.index == "" {
 		return nil, nil
 	}
-	if p.indexSeen.unchanged(p.index) {
-		return nil, nil // the same index: the same submodules
+	links := p.gitlinks // the same index: the same submodules
+	if !p.indexSeen.unchanged(p.index) {
+		read, _, err := gitlinks(p.index, p.hashSize)
+		if err != nil {
+			return p.quarantineIndex(err)
+		}
+		links = p.inWorkspace(read)
 	}
-	links, _, err := gitlinks(p.index, p.hashSize)
+	if len(links) == 0 {
+		return nil, nil
+	}
+	root, err := dirfd.Open(p.root)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s for the submodules git enters: %w", p.index, err)
+		return nil, fmt.Errorf("cannot open the workspace for the submodules git enters: %w", err)
 	}
+	defer root.Close()
 	var moved []string
 	var errs []error
 	stamp := ""
-	for _, l := range links {
-		rel := filepath.ToSlash(filepath.Clean(l))
-		if slices.Contains(p.gitlinks, rel) || rel == "." || strings.HasPrefix(rel, "../") {
-			continue
+	for _, rel := range links {
+		known := slices.Contains(p.gitlinks, rel)
+		entry, err := p.entryOf(root, rel, known)
+		if err != nil {
+			if known {
+				continue // as it was: the user's own
+			}
+			// A path git resolves in ways this does not follow (a
+			// symlink on the way, "..", an absolute path; git writes
+			// none of them): no submodule is entered where the index
+			// cannot be followed.
+			return p.quarantineIndex(fmt.Errorf("the submodule %q: %w", rel, err))
 		}
-		entry := filepath.Join(p.root, filepath.FromSlash(rel), ".git")
-		if _, err := os.Lstat(entry); err != nil {
-			continue // nothing for git to enter
+		if entry == nil {
+			continue
 		}
 		if stamp == "" {
 			stamp = time.Now().UTC().Format("20060102T150405.000000000Z")
 		}
-		dest, err := p.quarantineDir(stamp, rel)
+		dest, err := p.moveEntry(entry, stamp, rel)
+		entry.Close()
 		if err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if err := os.Rename(entry, filepath.Join(dest, ".git")); err != nil {
-			errs = append(errs, fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, err))
 			continue
 		}
 		moved = append(moved, fmt.Sprintf("moved %s/.git — a repository the run entered in the index as a submodule, which git at the workspace root would enter and obey — to %s", rel, strings.TrimPrefix(dest, p.root+"/")))
 	}
 	return moved, errors.Join(errs...)
+}
+
+// inWorkspace returns the index's gitlink paths, relative to the
+// workspace, that lie in it, unchanged otherwise: names the index's work
+// tree (indexTop) holds outside the workspace are dropped (no run could
+// have written there), the rest kept as git would use them — a name git
+// itself would never write ("..", an absolute path) included.
+func (p *Protected) inWorkspace(links []string) []string {
+	prefix := ""
+	if p.indexTop != p.root {
+		r, err := filepath.Rel(p.indexTop, p.root)
+		if err != nil {
+			return nil
+		}
+		prefix = filepath.ToSlash(r) + "/"
+	}
+	var out []string
+	for _, l := range links {
+		if strings.HasPrefix(l, "/") || prefix == "" {
+			out = append(out, l)
+		} else if rel, ok := strings.CutPrefix(l, prefix); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// entryOf returns P (rel), opened without following a symlink, when its
+// .git is one git would enter and the run may have put there: nil when
+// there is none, or when P is a submodule of the set (known) whose entry
+// is the file it was, or a placeholder. An error means P cannot be
+// reached as a plain path: "..", an absolute path, a symlink on the way;
+// a P that is absent is none.
+func (p *Protected) entryOf(root *dirfd.Dir, rel string, known bool) (*dirfd.Dir, error) {
+	if strings.HasPrefix(rel, "/") || rel == "" {
+		return nil, errors.New("not a path inside the work tree")
+	}
+	parent, err := root.OpenPath(rel, false, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent.Fd(), ".git", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		parent.Close()
+		return nil, nil
+	}
+	if known {
+		id, had := p.entries[rel]
+		same := had && id.dev == uint64(st.Dev) && id.ino == st.Ino
+		empty := false
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			empty, _ = dirfd.IsEmpty(parent.Fd(), ".git", unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if same || empty {
+			parent.Close()
+			return nil, nil
+		}
+	}
+	return parent, nil
+}
+
+// moveEntry moves P/.git (P open as parent) to the quarantine of stamp,
+// and returns the directory it went to.
+func (p *Protected) moveEntry(parent *dirfd.Dir, stamp, rel string) (string, error) {
+	dest, err := p.quarantineDir(stamp, rel)
+	if err != nil {
+		return "", err
+	}
+	d, err := dirfd.Open(dest)
+	if err != nil {
+		return "", fmt.Errorf("cannot make the quarantine: %w", err)
+	}
+	defer d.Close()
+	if err := parent.Rename(".git", d, ".git"); err != nil {
+		return "", fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, err)
+	}
+	return dest, nil
+}
+
+// quarantineIndex moves an index inside the workspace that cannot be read
+// for its submodules into the quarantine: git then reads none, and enters
+// no submodule. (One outside the workspace no run could write.)
+func (p *Protected) quarantineIndex(cause error) ([]string, error) {
+	rel, err := filepath.Rel(p.root, p.index)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("cannot read %s for the submodules git enters: %w", p.index, cause)
+	}
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	dest, err := p.quarantineDir(stamp, filepath.ToSlash(filepath.Dir(rel)))
+	if err == nil {
+		err = os.Rename(p.index, filepath.Join(dest, filepath.Base(rel)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s for the submodules git enters (%v), nor move it out of git's way: %w", p.index, cause, err)
+	}
+	return []string{fmt.Sprintf("moved the git index %s — it cannot be read for the submodules git would enter (%v); git reads none now — to %s", filepath.ToSlash(rel), cause, strings.TrimPrefix(dest, p.root+"/"))}, nil
 }
 
 // QuarantineNotes calls [Protected.Quarantine] and returns what it did as

@@ -66,8 +66,10 @@ type Protected struct {
 	// set was found ([Protected.Quarantine]).
 	index     string
 	indexSeen *indexSeen
+	indexTop  string // the work tree its entries' paths are relative to
 	hashSize  int
-	gitlinks  []string
+	gitlinks  []string           // relative to the workspace
+	entries   map[string]entryID // their P/.git, where there was one
 	registry  string
 	// seen is what each path of the set was as Protect looked for
 	// symlinks on the way to it ([Protected.Seen]).
@@ -251,7 +253,8 @@ func (c Config) Protect(root string) (*Protected, error) {
 		return strings.Compare(a.Rel, b.Rel)
 	})
 	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
-		index: pr.indexFile, indexSeen: pr.indexSeen, hashSize: pr.hashSize, gitlinks: pr.gitlinks, registry: c.RegistryDir(),
+		index: pr.indexFile, indexSeen: pr.indexSeen, indexTop: pr.indexTop, hashSize: pr.hashSize,
+		gitlinks: pr.gitlinks, entries: pr.entries, registry: c.RegistryDir(),
 		seen: make(map[string]kind, len(pr.paths))}
 	for _, q := range pr.paths {
 		if k, ok := pr.kinds[q.Rel]; ok {
@@ -327,6 +330,8 @@ type protector struct {
 	// is the workspace's own.
 	indexFile string
 	indexSeen *indexSeen
+	indexTop  string
+	entries   map[string]entryID
 	hashSize  int
 	gitlinks  []string
 }
@@ -510,7 +515,10 @@ func (pr *protector) gitDir(gitdir, top string) error {
 			pr.add(q)
 		}
 	}
-	if top == pr.root && pr.indexFile == "" {
+	// The first repository found is the one git uses at the workspace
+	// root: the workspace's own, or the one enclosing it, whose
+	// submodules inside the workspace git enters as well.
+	if pr.indexFile == "" {
 		if err := pr.submodules(gitdir, top); err != nil {
 			return err
 		}

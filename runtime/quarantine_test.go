@@ -1,0 +1,191 @@
+package runtime_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate/landlock"
+)
+
+// plantSub is a shell script that makes dir a repository whose
+// core.fsmonitor touches marker, as a tool would.
+func plantSub(dir, marker string) string {
+	return fmt.Sprintf(`git init -q %[1]s && printf '#!/bin/sh\n%[2]s\n' > %[1]s/fsm && chmod +x %[1]s/fsm && git -C %[1]s config core.fsmonitor "$PWD/%[1]s/fsm" &&
+git -C %[1]s -c user.name=t -c user.email=t@t commit -q --allow-empty -m s`, dir, plantCommand(marker))
+}
+
+// craftIndex rewrites .git/index with one gitlink (argv[2], object argv[3])
+// in a shape git reads and cordon's reader did not: "desync" — an entry
+// before it whose name length in its flags runs past its first NUL (git
+// trusts the length, cordon the NUL, and the two then read different
+// entries); "extended" — a version 2 entry with the extended-flags bit,
+// which git reads and cordon refused (a failed read moved nothing);
+// "absolute" — the gitlink named by an absolute path into the workspace,
+// which git follows and cordon cannot (the index itself goes).
+const craftIndex = `
+import hashlib, struct, sys
+mode, path, sha = sys.argv[1], sys.argv[2].encode(), bytes.fromhex(sys.argv[3])
+def ent(m, name, flen=None, ext=False, raw=None):
+    flen = len(name) if flen is None else flen
+    b = struct.pack(">10I", 0,0,0,0,0,0, m, 0,0,0) + sha + struct.pack(">H", flen | (0x4000 if ext else 0)) + (b"\0\0" if ext else b"")
+    b += raw if raw is not None else name
+    return b + b"\0" * (((62 + (2 if ext else 0) + flen + 8) & ~7) - len(b))
+if mode == "desync":
+    raw = b"a\0" + ent(0o100644, b"b")
+    data = b"DIRC" + struct.pack(">II", 2, 2) + ent(0o100644, b"a", flen=100, raw=raw + b"\0" * (100 - len(raw))) + ent(0o160000, path)
+elif mode == "extended":
+    data = b"DIRC" + struct.pack(">II", 2, 1) + ent(0o160000, path, ext=True)
+elif mode == "absolute":
+    data = b"DIRC" + struct.pack(">II", 2, 1) + ent(0o160000, path)
+data += hashlib.sha1(data).digest()
+open(".git/index", "wb").write(data)
+`
+
+// TestAnIndexOnlyGitCanReadIsNoWayIn: a tool that enters its repository
+// as a submodule in an index cordon's reader misreads or cannot read —
+// the entry in a split index's shared part, an entry whose name length
+// is not where its NUL is, a version 2 entry with extended flags, an
+// gitlink named by an absolute path, or reached through a symlink — still
+// has it moved out of git's way (or the index with it), on every
+// substrate where a tool writes the index.
+func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
+	needProgram(t, "python3")
+	substrates(t, func(t *testing.T, sub string) {
+		if sub == landlock.Name {
+			t.Skip("on landlock no tool writes .git")
+		}
+		for _, shape := range []string{"split", "desync", "extended", "absolute", "symlink"} {
+			t.Run(shape, func(t *testing.T) {
+				b := base(t)
+				ws := workspace(t, b)
+				gitRepo(t, ws)
+				marker := filepath.Join(b, "pwned")
+				plant, write := plantSub("sub", marker), ""
+				switch shape {
+				case "split":
+					write = "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub && git update-index --split-index"
+				case "absolute":
+					write = fmt.Sprintf("python3 -c '%s' absolute %s/sub $(git -C sub rev-parse HEAD)", craftIndex, ws)
+				case "symlink":
+					plant = plantSub("d/sub", marker)
+					write = "ln -s d lnk && git update-index --add --cacheinfo 160000,$(git -C d/sub rev-parse HEAD),lnk/sub"
+				default:
+					write = fmt.Sprintf("python3 -c '%s' %s sub $(git -C sub rev-parse HEAD)", craftIndex, shape)
+				}
+				plant = strings.Replace(plant, "git init -q d/sub", "mkdir d && git init -q d/sub", 1)
+				res := run(t, newPolicy(ws), plant+" && "+write+" && echo ENTERED", on(sub))
+				if !strings.Contains(res.Stdout, "ENTERED") {
+					t.Fatalf("the command could not write the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+				}
+				afterGit(t, ws, marker)
+			})
+		}
+	})
+}
+
+// TestARunAlongsideCannotRefillAQuarantinedEntry: run A enters its
+// repository X as a submodule; run B starts while A goes on, so that X
+// is a submodule B found (its X/.git bound read-only). A ends and its
+// quarantine moves X/.git — which detaches B's mount — and B renames a
+// repository of its own into X/.git before its mount watch stops it. B's
+// quarantine must not pass X by as a submodule that was there before.
+func TestARunAlongsideCannotRefillAQuarantinedEntry(t *testing.T) {
+	needBwrap(t)
+	needProgram(t, "python3")
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	marker := filepath.Join(b, "pwned")
+	scriptA := plantSub("X", filepath.Join(b, "pwned-a")) + ` && git update-index --add --cacheinfo 160000,$(git -C X rev-parse HEAD),X && touch a-ready
+i=0; while [ ! -e b-started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.3`
+	scriptB := plantSub("Y", marker) + ` && mv Y/.git X/Ygit && touch b-started && python3 -c '
+import os, time
+t = time.time()
+while time.time() - t < 20:
+    try:
+        os.rename("X/Ygit", "X/.git"); print("RENAMED", flush=True); break
+    except OSError: pass
+'`
+	var wg sync.WaitGroup
+	wg.Go(func() { run(t, newPolicy(ws), scriptA) })
+	for i := 0; i < 600; i++ {
+		if _, err := os.Stat(filepath.Join(ws, "a-ready")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := run(t, newPolicy(ws), scriptB)
+	wg.Wait()
+	if !strings.Contains(res.Stdout, "RENAMED") {
+		t.Logf("B could not rename its repository in (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestAnEnclosingRepositorysSubmoduleIsProtected: in a workspace inside
+// another repository's work tree, git at the workspace root uses that
+// repository, and enters its submodules inside the workspace; their
+// entries are protected as the workspace's own repository's are.
+func TestAnEnclosingRepositorysSubmoduleIsProtected(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		outer := filepath.Join(b, "outer")
+		ws := filepath.Join(outer, "ws")
+		os.MkdirAll(filepath.Join(ws, "d"), 0o755)
+		lib := filepath.Join(b, "lib")
+		os.Mkdir(lib, 0o755)
+		gitRepo(t, lib)
+		gitRepo(t, outer)
+		if out := outerGit(t, b, outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "ws/d/lib"); out != "" {
+			t.Fatalf("git submodule add: %s", out)
+		}
+		outerGit(t, b, outer, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "submodule")
+		marker := filepath.Join(b, "pwned")
+		script := fmt.Sprintf(`cd d/lib && mkdir -p evil/objects evil/refs/heads && echo 'ref: refs/heads/main' > evil/HEAD &&
+printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > evil/config && echo 'gitdir: evil' > .git`, plantCommand(marker))
+		run(t, newPolicy(ws), script, on(sub))
+		outerGit(t, b, ws, "status", "--short")
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("git on the host ran the command a tool planted")
+		}
+	})
+}
+
+// outerGit runs the host's git in dir, finding repositories up to b.
+func outerGit(t *testing.T, b, dir string, args ...string) string {
+	t.Helper()
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	cmd := exec.Command(gitBin, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CEILING_DIRECTORIES=" + b}
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// TestTheQuarantineFollowsNoLink: a gitlink whose path leads through a
+// symlink to a repository outside the workspace does not make cordon move
+// that repository's .git.
+func TestTheQuarantineFollowsNoLink(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	victim := filepath.Join(b, "victim", "proj")
+	os.MkdirAll(victim, 0o755)
+	gitRepo(t, victim)
+	res := run(t, newPolicy(ws), fmt.Sprintf("ln -s %s lnk && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),lnk/proj && echo ENTERED", filepath.Dir(victim)))
+	if !strings.Contains(res.Stdout, "ENTERED") {
+		t.Fatalf("the command could not enter the gitlink (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(victim, ".git")); err != nil {
+		t.Errorf("a repository outside the workspace lost its .git: %v (notes %q)", err, res.Notes)
+	}
+}
