@@ -58,6 +58,10 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 	// split index does not replace or delete; all of them are taken, a
 	// superset). Its stat is not this file's: an index that has one is
 	// read again after every run.
+	have := map[string]bool{}
+	for _, l := range links {
+		have[l] = true
+	}
 	for _, h := range shared {
 		base, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+h))
 		if err != nil {
@@ -71,7 +75,8 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 			return nil, nil, errors.New("its shared index links to another")
 		}
 		for _, l := range more {
-			if !slices.Contains(links, l) {
+			if !have[l] {
+				have[l] = true
 				links = append(links, l)
 			}
 		}
@@ -134,7 +139,7 @@ func (s *indexSeen) unchanged(path string) bool {
 // configuration; a tool must not make one, or redirect one.
 func (pr *protector) submodules(gitdir, top string) error {
 	hashSize := 20
-	if cfg, err := readObjectFormat(gitdir); err == nil && cfg == "sha256" {
+	if cfg, err := readObjectFormat(commonDir(gitdir)); err == nil && cfg == "sha256" {
 		hashSize = 32
 	}
 	links, seen, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
@@ -158,8 +163,27 @@ func (pr *protector) submodules(gitdir, top string) error {
 	return nil
 }
 
+// commonDir returns the directory a git directory's commondir file names
+// (a linked worktree's: the main repository's git directory, which holds
+// the configuration), or gitdir itself.
+func commonDir(gitdir string) string {
+	data, err := readSmall(filepath.Join(gitdir, "commondir"))
+	if err != nil {
+		return gitdir
+	}
+	c := strings.TrimSpace(string(data))
+	if c == "" {
+		return gitdir
+	}
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gitdir, c)
+	}
+	return c
+}
+
 // readObjectFormat returns extensions.objectformat of a git directory's
-// own configuration (git reads extensions from no other file), or "".
+// own configuration (git reads extensions from no other file; a linked
+// worktree's from its common directory's), or "".
 func readObjectFormat(gitdir string) (string, error) {
 	name := filepath.Join(gitdir, "config")
 	data, err := readBounded(name, 1<<20)
@@ -207,7 +231,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 	if !p.indexSeen.unchanged(p.index) {
 		read, _, err := gitlinks(p.index, p.hashSize)
 		if err != nil {
-			return p.quarantineIndex(err)
+			return p.quarantineIndex(fmt.Sprintf("it cannot be read for the submodules git would enter (%v)", err))
 		}
 		links = p.inWorkspace(read)
 	}
@@ -233,7 +257,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 			// symlink on the way, "..", an absolute path; git writes
 			// none of them): no submodule is entered where the index
 			// cannot be followed.
-			return p.quarantineIndex(fmt.Errorf("the submodule %q: %w", rel, err))
+			return p.quarantineIndex(fmt.Sprintf("it names the submodule %q by a path git resolves and cordon does not follow (%v)", rel, err))
 		}
 		if entry == nil {
 			continue
@@ -244,8 +268,9 @@ func (p *Protected) Quarantine() ([]string, error) {
 		dest, err := p.moveEntry(entry, stamp, rel)
 		entry.Close()
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			// The entry stays: then the index that names it goes.
+			notes, ierr := p.quarantineIndex(fmt.Sprintf("%s/.git, a repository the run entered in it as a submodule, could not be moved (%v)", rel, err))
+			return append(moved, notes...), errors.Join(append(errs, ierr)...)
 		}
 		moved = append(moved, fmt.Sprintf("moved %s/.git — a repository the run entered in the index as a submodule, which git at the workspace root would enter and obey — to %s", rel, strings.TrimPrefix(dest, p.root+"/")))
 	}
@@ -326,8 +351,22 @@ func (p *Protected) moveEntry(parent *dirfd.Dir, stamp, rel string) (string, err
 		return "", fmt.Errorf("cannot make the quarantine: %w", err)
 	}
 	defer d.Close()
+	// A tool owns what it made, and may have taken write permission away
+	// from P (rename needs it) or from P/.git (moving a directory to
+	// another parent rewrites its ".."): given back first.
+	userWritable(parent.Fd())
+	if fd, err := unix.Openat(parent.Fd(), ".git", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		userWritable(fd)
+		unix.Close(fd)
+	}
 	if err := parent.Rename(".git", d, ".git"); err != nil {
-		return "", fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, err)
+		// Another file system under the workspace (EXDEV), say: out of
+		// git's way beside it, then.
+		beside := ".git.quarantined-" + stamp
+		if err2 := parent.Rename(".git", parent, beside); err2 != nil {
+			return "", fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, errors.Join(err, err2))
+		}
+		return filepath.Join(parent.Name(), beside), nil
 	}
 	return dest, nil
 }
@@ -335,10 +374,14 @@ func (p *Protected) moveEntry(parent *dirfd.Dir, stamp, rel string) (string, err
 // quarantineIndex moves an index inside the workspace that cannot be read
 // for its submodules into the quarantine: git then reads none, and enters
 // no submodule. (One outside the workspace no run could write.)
-func (p *Protected) quarantineIndex(cause error) ([]string, error) {
+func (p *Protected) quarantineIndex(why string) ([]string, error) {
 	rel, err := filepath.Rel(p.root, p.index)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "../") {
-		return nil, fmt.Errorf("cannot read %s for the submodules git enters: %w", p.index, cause)
+		return nil, fmt.Errorf("%s: %s", p.index, why)
+	}
+	if fd, err := unix.Open(filepath.Dir(p.index), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		userWritable(fd) // a tool may have made .git unwritable
+		unix.Close(fd)
 	}
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
 	dest, err := p.quarantineDir(stamp, filepath.ToSlash(filepath.Dir(rel)))
@@ -346,9 +389,29 @@ func (p *Protected) quarantineIndex(cause error) ([]string, error) {
 		err = os.Rename(p.index, filepath.Join(dest, filepath.Base(rel)))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s for the submodules git enters (%v), nor move it out of git's way: %w", p.index, cause, err)
+		// Beside it, where git reads no index (the same directory: the same
+		// file system).
+		beside := p.index + ".quarantined-" + stamp
+		if err2 := os.Rename(p.index, beside); err2 == nil {
+			return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(beside, p.root+"/"))}, nil
+		}
+		// Still where git reads it: made unreadable, git refuses to run
+		// (but for root, who could have moved it).
+		if fd, oerr := unix.Open(p.index, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); oerr == nil {
+			unix.Fchmod(fd, 0)
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("%s: %s, and it cannot be moved out of git's way (%w): made it unreadable", p.index, why, err)
 	}
-	return []string{fmt.Sprintf("moved the git index %s — it cannot be read for the submodules git would enter (%v); git reads none now — to %s", filepath.ToSlash(rel), cause, strings.TrimPrefix(dest, p.root+"/"))}, nil
+	return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(dest, p.root+"/"))}, nil
+}
+
+// userWritable adds the owner's write permission to the open file fd.
+func userWritable(fd int) {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IWUSR == 0 {
+		unix.Fchmod(fd, st.Mode&0o7777|unix.S_IWUSR)
+	}
 }
 
 // QuarantineNotes calls [Protected.Quarantine] and returns what it did as

@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"crypto/sha1"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,6 +118,24 @@ func TestGitlinksOfASHA256Repository(t *testing.T) {
 	if v, _, _ := p.Check("dir/sub/.git"); v != harness.InWriteLater {
 		t.Errorf("dir/sub/.git of a SHA-256 repository: %v; want it protected\n%s", v, p)
 	}
+	// A linked worktree of it: its git directory's commondir names the
+	// main one, whose configuration holds the extension.
+	git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+	wt := filepath.Join(filepath.Dir(ws), filepath.Base(ws)+"-wt")
+	git("worktree", "add", "-q", wt)
+	t.Cleanup(func() { os.RemoveAll(wt) })
+	cmd := exec.Command(gitBin, "update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("cd", 32)+",wsub")
+	cmd.Dir, cmd.Env = wt, append(os.Environ(), "HOME="+ws, "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git update-index in the worktree: %v %s", err, out)
+	}
+	p, err = testenv.Harness(t).Protect(wt)
+	if err != nil {
+		t.Fatalf("a linked worktree of a SHA-256 repository: %v", err)
+	}
+	if v, _, _ := p.Check("wsub/.git"); v != harness.InWriteLater {
+		t.Errorf("wsub/.git of a linked worktree of a SHA-256 repository: %v; want it protected\n%s", v, p)
+	}
 }
 
 // TestAnIndexIsUnchangedByItsChangeTimeAlone: the index is taken for the
@@ -172,5 +191,60 @@ func TestAnIndexIsUnchangedByItsChangeTimeAlone(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: unchanged = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestAQuarantineAToolMadeUnwritableStillHolds: a tool owns what it made,
+// and can take its write permission away: the directory holding a
+// submodule's .git (rename needs write on it), or .git itself (where the
+// index is). cordon, not root, must still keep git out of the submodule.
+func TestAQuarantineAToolMadeUnwritableStillHolds(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("skipping as root, whom no permission stops: the unprivileged lanes of scripts/test run it")
+	}
+	for _, c := range []struct {
+		name  string
+		write func(ws string)
+	}{
+		{"submodule directory 0555", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".git", "index"), index(2, 1, entry("sub", true, -1)), 0o644)
+			os.Chmod(filepath.Join(ws, "sub"), 0o555)
+		}},
+		{"submodule .git 0555", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".git", "index"), index(2, 1, entry("sub", true, -1)), 0o644)
+			os.Chmod(filepath.Join(ws, "sub", ".git"), 0o555)
+		}},
+		{".git 0555, an index cordon cannot read", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
+			d := append([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01"), entry("sub", true, -1)...)
+			d = append(d, "JUNK"...) // git stops at fewer than 8 bytes; cordon refuses them
+			sum := sha1.Sum(d)
+			os.WriteFile(filepath.Join(ws, ".git", "index"), append(d, sum[:]...), 0o644)
+			os.Chmod(filepath.Join(ws, ".git"), 0o555)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+				t.Skipf("git: %v %s", err, out)
+			}
+			t.Cleanup(func() {
+				os.Chmod(filepath.Join(ws, "sub"), 0o755)
+				os.Chmod(filepath.Join(ws, "sub", ".git"), 0o755)
+				os.Chmod(filepath.Join(ws, ".git"), 0o755)
+			})
+			h := harness.Default().WithStateDir(t.TempDir()).WithCacheDir(t.TempDir())
+			notes, err := harness.Quarantined(h, ws, func() { c.write(ws) })
+			_, entry := os.Lstat(filepath.Join(ws, "sub", ".git"))
+			f, index := os.Open(filepath.Join(ws, ".git", "index"))
+			if index == nil {
+				f.Close()
+			}
+			if entry == nil && index == nil {
+				t.Errorf("sub/.git and the index are both where git reads them (notes %q, err %v)", notes, err)
+			}
+		})
 	}
 }

@@ -65,19 +65,34 @@ func parseGitlinks(data []byte, hashSize int) (links, shared []string, err error
 	if len(ieot) < 4 || binary.BigEndian.Uint32(ieot[:4]) != 1 {
 		return links, shared, nil // git ignores an IEOT of another version
 	}
+	seen := map[string]bool{}
+	for _, l := range links {
+		seen[l] = true
+	}
+	total := 0
 	for b := ieot[4:]; len(b) >= 8; b = b[8:] {
+		// git puts the blocks' entries in an array of the header's count:
+		// more would overrun it; cordon reads no more than that in all.
+		if total += int(binary.BigEndian.Uint32(b[4:8])); total > int(binary.BigEndian.Uint32(data[8:12])) {
+			return nil, nil, errors.New("IEOT lists more entries than the index has")
+		}
 		block, _, err := r.entries(int(binary.BigEndian.Uint32(b[:4])), int(binary.BigEndian.Uint32(b[4:8])))
 		if err != nil {
 			return nil, nil, fmt.Errorf("a block IEOT lists: %w", err)
 		}
 		for _, l := range block {
-			if !slices.Contains(links, l) {
+			if !seen[l] {
+				seen[l] = true
 				links = append(links, l)
 			}
 		}
 	}
 	return links, shared, nil
 }
+
+// maxGitlinkName bounds a gitlink's name (PATH_MAX: git cannot lstat a
+// longer one, and version 4 names can grow by a byte an entry).
+const maxGitlinkName = 4096
 
 // indexReader reads the entries and extensions of one index; end is where
 // its trailing hash begins.
@@ -128,7 +143,10 @@ func (r indexReader) entries(off, n int) (links []string, next int, err error) {
 			if suffix < 0 || off+suffix+1 > end {
 				return nil, 0, errors.New("index truncated")
 			}
-			name = append(slices.Clone(prev[:copyLen]), data[off:off+suffix]...)
+			if data[off+suffix] != 0 { // git copies it with the name, and reads on where it is not a NUL
+				return nil, 0, errors.New("a name without its NUL")
+			}
+			name = append(prev[:copyLen], data[off:off+suffix]...) // prev is the reader's own buffer in version 4
 			off += suffix + 1
 		} else {
 			if length == 0xfff {
@@ -141,6 +159,9 @@ func (r indexReader) entries(off, n int) (links []string, next int, err error) {
 			if off+length+1 > end {
 				return nil, 0, errors.New("index truncated")
 			}
+			if data[off+length] != 0 { // git copies it with the name, and reads on where it is not a NUL
+				return nil, 0, errors.New("a name without its NUL")
+			}
 			name = data[off : off+length]
 			// Padded with 1 to 8 NULs to a multiple of 8 from the entry's start.
 			off = start + ((off + length - start + 8) &^ 7)
@@ -148,6 +169,9 @@ func (r indexReader) entries(off, n int) (links []string, next int, err error) {
 		prev = name
 		if mode&0o170000 == gitlinkMode {
 			path, _, _ := bytes.Cut(name, []byte{0}) // git uses the name as a C string
+			if len(path) > maxGitlinkName {          // no path git can lstat
+				return nil, 0, errors.New("a gitlink's name is too long")
+			}
 			links = append(links, string(path))
 		}
 	}
@@ -179,7 +203,9 @@ func (r indexReader) extensions(off, end int, shared *[]string) (ieot []byte, er
 				}
 			}
 		case "IEOT":
-			ieot = ext
+			if ieot == nil { // git's read_ieot_extension takes the first
+				ieot = ext
+			}
 		}
 		off += size
 	}

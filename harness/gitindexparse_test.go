@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -165,4 +166,94 @@ func TestAnIndexThatCannotBeReadGoesAway(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestANameIsWhatGitMakesOfItsTerminator: git copies an entry's name
+// with the byte after it (create_from_disk: memcpy(ce->name, name, len+1))
+// and uses ce->name as a C string: a gitlink "sub" whose terminator is
+// 'x' is "subx" to git status (it runs git status in subx), in every
+// version. Such an index is git's "subx", or not readable.
+func TestANameIsWhatGitMakesOfItsTerminator(t *testing.T) {
+	v2 := entry("sub", true, -1)
+	v2[62+3] = 'x'
+	v4 := v4entry("sub", true, 0)
+	binary.BigEndian.PutUint16(v4[60:], 3)
+	v4[len(v4)-1] = 'x'
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"version 2", index(2, 2, append(v2, entry("zz", false, -1)...))},
+		{"version 4", index(4, 2, append(v4, v4entry("zz", false, 0)...))},
+	} {
+		links, _, err := harness.ParseGitlinks(c.data, 20)
+		if err == nil && !slices.Contains(links, "subx") {
+			t.Errorf("%s: gitlinks %q; git enters subx", c.name, links)
+		}
+	}
+}
+
+// TestGitReadsTheFirstIEOT: git's read_ieot_extension stops at the first
+// IEOT extension after where EOIE points; a second one must not hide the
+// first one's blocks.
+func TestGitReadsTheFirstIEOT(t *testing.T) {
+	a := entry("a", false, -1)
+	hidden := entry("subx", true, -1)
+	ieot := func(off, n uint32) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 1)
+		b = binary.BigEndian.AppendUint32(b, off)
+		return ext("IEOT", binary.BigEndian.AppendUint32(b, n))
+	}
+	extAt := 12 + len(a)
+	first, second := ieot(0, 1), ieot(12, 1)
+	first = ieot(uint32(extAt+len(first)+len(second)+8), 1)
+	zzzz := ext("ZZZZ", hidden)
+	h := sha1.New()
+	for _, e := range [][]byte{first, second, zzzz} {
+		h.Write(e[:8])
+	}
+	eoie := append(binary.BigEndian.AppendUint32(nil, uint32(extAt)), h.Sum(nil)...)
+	data := index(2, 1, a, first, second, zzzz, ext("EOIE", eoie))
+	links, _, err := harness.ParseGitlinks(data, 20)
+	if err == nil && !slices.Contains(links, "subx") {
+		t.Errorf("gitlinks %q; git -c index.threads=3 enters subx", links)
+	}
+}
+
+// TestTheReaderIsBounded: the work of reading an index grows with its
+// size, not faster: IEOT blocks that together list more entries than the
+// index has (each block reading all of them again: hours for a large
+// index) are refused, and version 4 names that each grow the last by a
+// byte are read in one buffer, not copied whole each time.
+func TestTheReaderIsBounded(t *testing.T) {
+	const n = 20000
+	var files, grow []byte
+	for i := 0; i < n; i++ {
+		files = append(files, entry(string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676)), false, -1)...)
+		grow = append(grow, v4entry("a", false, 0)...)
+	}
+	ieot := binary.BigEndian.AppendUint32(nil, 1)
+	for i := 0; i < n; i++ {
+		ieot = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(ieot, 12), n)
+	}
+	eoie := append(binary.BigEndian.AppendUint32(nil, uint32(12+len(files))), make([]byte, 20)...)
+	if _, _, err := harness.ParseGitlinks(index(2, n, files, ext("IEOT", ieot), ext("EOIE", eoie)), 20); err == nil {
+		t.Errorf("IEOT blocks listing %d entries of an index of %d were read", n*n, n)
+	}
+	var m0, m1 runtimeMem
+	m0.read()
+	harness.ParseGitlinks(index(4, n, grow), 20)
+	m1.read()
+	if used := m1.alloc - m0.alloc; used > 64<<20 {
+		t.Errorf("version 4 names growing by a byte, %d of them: %d MB allocated", n, used>>20)
+	}
+}
+
+// runtimeMem reads the bytes the process has allocated so far.
+type runtimeMem struct{ alloc uint64 }
+
+func (m *runtimeMem) read() {
+	var s runtime.MemStats
+	runtime.ReadMemStats(&s)
+	m.alloc = s.TotalAlloc
 }

@@ -28,7 +28,11 @@ git -C %[1]s -c user.name=t -c user.email=t@t commit -q --allow-empty -m s`, dir
 // entries); "extended" — a version 2 entry with the extended-flags bit,
 // which git reads and cordon refused (a failed read moved nothing);
 // "absolute" — the gitlink named by an absolute path into the workspace,
-// which git follows and cordon cannot (the index itself goes).
+// which git follows and cordon cannot (the index itself goes);
+// "terminator" — "sub" with an "x" where its NUL should be (git copies
+// that byte with the name: "sub" is "subx" to it); "first-ieot" — an
+// entry git reads with three threads in the blocks of the first of two
+// IEOT extensions.
 const craftIndex = `
 import hashlib, struct, sys
 mode, path, sha = sys.argv[1], sys.argv[2].encode(), bytes.fromhex(sys.argv[3])
@@ -44,6 +48,18 @@ elif mode == "extended":
     data = b"DIRC" + struct.pack(">II", 2, 1) + ent(0o160000, path, ext=True)
 elif mode == "absolute":
     data = b"DIRC" + struct.pack(">II", 2, 1) + ent(0o160000, path)
+elif mode == "terminator":   # "sub" whose NUL is an "x": git reads "subx"
+    e = ent(0o160000, path[:-1])
+    e = e[:62 + len(path) - 1] + b"x" + e[62 + len(path):]
+    data = b"DIRC" + struct.pack(">II", 2, 2) + e + ent(0o100644, b"zz")
+elif mode == "first-ieot":   # the entry in the blocks of the first of two IEOT extensions
+    def ext(sig, d): return sig + struct.pack(">I", len(d)) + d
+    def ieot(o, n): return ext(b"IEOT", struct.pack(">III", 1, o, n))
+    a = ent(0o100644, b"a")
+    at = 12 + len(a)
+    exts = [ieot(at + 2 * 20 + 8, 1), ieot(12, 1), ext(b"ZZZZ", ent(0o160000, path))]
+    h = hashlib.sha1(b"".join(e[:8] for e in exts)).digest()
+    data = b"DIRC" + struct.pack(">II", 2, 1) + a + b"".join(exts) + ext(b"EOIE", struct.pack(">I", at) + h)
 data += hashlib.sha1(data).digest()
 open(".git/index", "wb").write(data)
 `
@@ -52,13 +68,14 @@ open(".git/index", "wb").write(data)
 // as a submodule in an index cordon's reader misreads or cannot read —
 // the entry in a split index's shared part, an entry whose name length
 // is not where its NUL is, a version 2 entry with extended flags, an
-// gitlink named by an absolute path, or reached through a symlink — still
+// gitlink named by an absolute path, or reached through a symlink, a name
+// whose NUL is not one, two IEOT extensions — still
 // has it moved out of git's way (or the index with it), on every
 // substrate. (On landlock no tool can write .git: the writes fail there.)
 func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
 	needProgram(t, "python3")
 	substrates(t, func(t *testing.T, sub string) {
-		for _, shape := range []string{"split", "desync", "extended", "absolute", "symlink"} {
+		for _, shape := range []string{"split", "desync", "extended", "absolute", "symlink", "terminator", "first-ieot"} {
 			t.Run(shape, func(t *testing.T) {
 				b := base(t)
 				ws := workspace(t, b)
@@ -73,6 +90,9 @@ func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
 				case "symlink":
 					plant = plantSub("d/sub", marker)
 					write = "ln -s d lnk && git update-index --add --cacheinfo 160000,$(git -C d/sub rev-parse HEAD),lnk/sub"
+				case "terminator", "first-ieot":
+					plant = plantSub("subx", marker)
+					write = fmt.Sprintf("python3 -c '%s' %s subx $(git -C subx rev-parse HEAD)", craftIndex, shape)
 				default:
 					write = fmt.Sprintf("python3 -c '%s' %s sub $(git -C sub rev-parse HEAD)", craftIndex, shape)
 				}
@@ -88,6 +108,10 @@ func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
 					t.Fatalf("the command could not write the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
 				}
 				afterGit(t, ws, marker)
+				hostGit(t, ws, "-c", "index.threads=3", "status", "--short") // git's threaded reading
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("git on the host (index.threads=3) ran the command a tool planted")
+				}
 			})
 		}
 	})
