@@ -257,3 +257,26 @@ func (m *runtimeMem) read() {
 	runtime.ReadMemStats(&s)
 	m.alloc = s.TotalAlloc
 }
+
+// FuzzParseGitlinks: no index, however made, makes the reader panic or
+// return a gitlink that is not a C string (git's name up to its NUL).
+func FuzzParseGitlinks(f *testing.F) {
+	f.Add(index(2, 2, append(entry("a", false, -1), entry("sub", true, -1)...)), 20)
+	f.Add(index(4, 2, append(v4entry("dir/a", false, 0), v4entry("sub", true, 1)...)), 20)
+	f.Add(index(3, 1, entry("sub", true, -1), ext("link", make([]byte, 20))), 20)
+	f.Add(index(2, 1, entry("sub", true, -1), ext("IEOT", []byte{0, 0, 0, 1, 0, 0, 0, 12, 0, 0, 0, 1})), 32)
+	f.Fuzz(func(t *testing.T, data []byte, hashSize int) {
+		if hashSize != 20 && hashSize != 32 {
+			hashSize = 20
+		}
+		links, _, err := harness.ParseGitlinks(data, hashSize)
+		if err != nil {
+			return
+		}
+		for _, l := range links {
+			if strings.IndexByte(l, 0) >= 0 {
+				t.Fatalf("gitlink %q holds a NUL", l)
+			}
+		}
+	})
+}
