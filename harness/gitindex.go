@@ -410,7 +410,7 @@ func (p *Protected) quarantineIndex(why string) ([]string, error) {
 func userWritable(fd int) {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IWUSR == 0 {
-		unix.Fchmod(fd, st.Mode&0o7777|unix.S_IWUSR)
+		unix.Fchmod(fd, uint32(st.Mode)&0o7777|unix.S_IWUSR)
 	}
 }
 
