@@ -159,6 +159,7 @@ func (pr *protector) submodules(gitdir, top string) error {
 		}
 	}
 	pr.indexFile, pr.indexSeen, pr.indexTop = filepath.Join(gitdir, "index"), seen, top
+	pr.gitdir, pr.sequences = gitdir, sequencesIn(gitdir)
 	pr.hashSize = hashSize
 	return nil
 }
@@ -422,6 +423,39 @@ func (p *Protected) QuarantineNotes() []string {
 	notes, err := p.Quarantine()
 	if err != nil {
 		notes = append(notes, "after the run: "+err.Error())
+	}
+	return append(notes, p.sequencesLeft()...)
+}
+
+// sequenceDirs are the directories of a git directory that hold a rebase,
+// am, cherry-pick or revert in progress: its continue (git rebase
+// --continue, git cherry-pick --continue) runs the exec lines of the
+// to-do list in them. (A rebase cannot start in a sandbox — HEAD is
+// read-only — but a tool can write the files.)
+var sequenceDirs = []string{"rebase-merge", "rebase-apply", "sequencer"}
+
+// sequencesIn returns the sequenceDirs present in gitdir.
+func sequencesIn(gitdir string) []string {
+	var in []string
+	for _, d := range sequenceDirs {
+		if _, err := os.Lstat(filepath.Join(gitdir, d)); err == nil {
+			in = append(in, d)
+		}
+	}
+	return in
+}
+
+// sequencesLeft notes each sequence a run left in the git directory that
+// was not there before it: what its continue would run is the tool's.
+func (p *Protected) sequencesLeft() []string {
+	if p.gitdir == "" {
+		return nil
+	}
+	var notes []string
+	for _, d := range sequencesIn(p.gitdir) {
+		if !slices.Contains(p.sequences, d) {
+			notes = append(notes, fmt.Sprintf("the run left %s in the git directory (%s): a rebase, am, cherry-pick or revert in progress whose --continue runs the exec lines of its to-do list, which the run wrote; read it before you continue, or --abort", d, filepath.Join(p.gitdir, d)))
+		}
 	}
 	return notes
 }

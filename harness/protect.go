@@ -70,6 +70,8 @@ type Protected struct {
 	hashSize  int
 	gitlinks  []string           // relative to the workspace
 	entries   map[string]entryID // their P/.git, where there was one
+	gitdir    string             // the git directory of that repository
+	sequences []string           // the sequenceDirs in it then
 	registry  string
 	// seen is what each path of the set was as Protect looked for
 	// symlinks on the way to it ([Protected.Seen]).
@@ -254,7 +256,7 @@ func (c Config) Protect(root string) (*Protected, error) {
 	})
 	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
 		index: pr.indexFile, indexSeen: pr.indexSeen, indexTop: pr.indexTop, hashSize: pr.hashSize,
-		gitlinks: pr.gitlinks, entries: pr.entries, registry: c.RegistryDir(),
+		gitlinks: pr.gitlinks, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
 		seen: make(map[string]kind, len(pr.paths))}
 	for _, q := range pr.paths {
 		if k, ok := pr.kinds[q.Rel]; ok {
@@ -332,6 +334,8 @@ type protector struct {
 	indexSeen *indexSeen
 	indexTop  string
 	entries   map[string]entryID
+	gitdir    string
+	sequences []string
 	hashSize  int
 	gitlinks  []string
 }

@@ -216,3 +216,27 @@ func TestTheQuarantineFollowsNoLink(t *testing.T) {
 		t.Errorf("a repository outside the workspace lost its .git: %v (notes %q)", err, res.Notes)
 	}
 }
+
+// TestASequenceLeftInGitIsNoted: a to-do list a tool leaves in .git
+// (a rebase in progress: git rebase --continue runs its exec lines) is
+// named in the result's notes; one there before the run is not.
+func TestASequenceLeftInGitIsNoted(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.MkdirAll(filepath.Join(ws, ".git", "sequencer"), 0o755)
+	res := run(t, newPolicy(ws), `mkdir .git/rebase-merge && printf 'exec touch planted\n' > .git/rebase-merge/git-rebase-todo && echo WROTE`)
+	if !strings.Contains(res.Stdout, "WROTE") {
+		t.Fatalf("the command could not write .git/rebase-merge (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	var noted []string
+	for _, n := range res.Notes {
+		if strings.Contains(n, "left ") {
+			noted = append(noted, n)
+		}
+	}
+	if len(noted) != 1 || !strings.Contains(noted[0], "rebase-merge") {
+		t.Errorf("notes %q; want one naming rebase-merge (and none the sequencer there before)", res.Notes)
+	}
+}
