@@ -19,6 +19,15 @@ import (
 // maxIndex bounds the git index read for gitlinks.
 const maxIndex = 256 << 20
 
+// maxAddedGitlinks bounds the submodules a run may add to the index, and
+// maxGitlinks those a workspace's index may name: each one's entry is a
+// read-only bind (or placeholder) of every run, and bwrap takes some
+// thousands of options at most.
+const (
+	maxAddedGitlinks = 256
+	maxGitlinks      = 1024
+)
+
 // gitlinkMode is the mode of an index entry that is a submodule: git
 // enters the repository at that path (git status runs git there, and that
 // git reads the repository's configuration).
@@ -43,7 +52,7 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 	} else if st.Size > maxIndex {
 		return nil, nil, fmt.Errorf("larger than %d bytes", maxIndex)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
+	data, err := readSized(f, st.Size)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,12 +101,24 @@ func readIndexFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return nil, errors.New("not a regular file")
 	} else if st.Size() > maxIndex {
 		return nil, fmt.Errorf("larger than %d bytes", maxIndex)
 	}
-	return io.ReadAll(io.LimitReader(f, maxIndex+1))
+	return readSized(f, st.Size())
+}
+
+// readSized reads f, of size bytes when it was looked at (at most
+// maxIndex), in one buffer of that size: a file that has grown since is
+// read up to size, one that has shrunk is refused.
+func readSized(f *os.File, size int64) ([]byte, error) {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("changed while read: %w", err)
+	}
+	return data, nil
 }
 
 // indexSettle: an index whose change time lies less than this before it
@@ -144,23 +165,98 @@ func (pr *protector) submodules(gitdir, top string) error {
 	}
 	links, seen, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
 	if err != nil {
-		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v", err)
+		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v (git reset makes a new one from HEAD)", err)
+	}
+	if len(links) > maxGitlinks {
+		return pr.protectedErr(".git/index", "names %d submodules, over the %d whose entries a sandbox can protect (git reset makes a new index from HEAD)", len(links), maxGitlinks)
 	}
 	pr.gitlinks, pr.entries = nil, map[string]entryID{}
 	for _, l := range links {
 		abs := filepath.Join(top, filepath.FromSlash(l))
 		if rel, ok := pr.rel(abs); ok && rel != "" && !strings.HasPrefix(rel, "../") {
 			pr.gitlinks = append(pr.gitlinks, rel)
-			var st unix.Stat_t
-			if unix.Lstat(filepath.Join(abs, ".git"), &st) == nil {
-				pr.entries[rel] = entryID{dev: uint64(st.Dev), ino: st.Ino}
-			}
-			pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry: git status at the workspace root enters it and obeys its configuration"})
+			pr.submoduleEntry(abs, rel)
+		}
+	}
+	for _, rel := range pr.gitlinks {
+		if err := pr.nestedSubmodules(filepath.Join(pr.root, filepath.FromSlash(rel)), rel, 1); err != nil {
+			return err
 		}
 	}
 	pr.indexFile, pr.indexSeen, pr.indexTop = filepath.Join(gitdir, "index"), seen, top
 	pr.gitdir, pr.sequences = gitdir, sequencesIn(gitdir)
 	pr.hashSize = hashSize
+	return nil
+}
+
+// submoduleEntry protects the entry of the submodule at abs (rel in the
+// workspace), and notes what it is now.
+func (pr *protector) submoduleEntry(abs, rel string) {
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(abs, ".git"), &st) == nil {
+		pr.entries[rel] = entryID{dev: uint64(st.Dev), ino: st.Ino}
+	}
+	pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry: git status at the workspace root enters it and obeys its configuration"})
+}
+
+// maxNesting bounds how deep submodules of submodules are followed.
+const maxNesting = 4
+
+// nestedSubmodules protects the entries of the submodules of the
+// submodule at abs (rel), and theirs, to maxNesting: git status at the
+// workspace root enters a submodule and, from there, those its own index
+// names (a submodule checked out without --recursive leaves them empty,
+// for a tool to fill). Their indexes lie in git directories a run cannot
+// write (.git/modules, or a protected P/.git): read once, here.
+func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
+	if depth > maxNesting {
+		return nil
+	}
+	dotgit := filepath.Join(abs, ".git")
+	fi, err := os.Lstat(dotgit)
+	if err != nil {
+		return nil // not checked out: git enters nothing below it
+	}
+	gitdir := dotgit
+	switch {
+	case fi.Mode().IsRegular():
+		t, err := readGitfile(dotgit)
+		if err != nil {
+			return nil // git cannot enter it either
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(abs, t)
+		}
+		gitdir = filepath.Clean(t)
+	case !fi.IsDir():
+		return nil
+	}
+	if !isGitDir(gitdir) {
+		return nil
+	}
+	hashSize := 20
+	if cfg, err := readObjectFormat(commonDir(gitdir)); err == nil && cfg == "sha256" {
+		hashSize = 32
+	}
+	links, _, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
+	if err != nil {
+		return pr.protectedErr(rel+"/.git", "names an index that cannot be read for the submodules git enters: %v", err)
+	}
+	for _, l := range links {
+		nabs := filepath.Join(abs, filepath.FromSlash(l))
+		nrel, ok := pr.rel(nabs)
+		if !ok || nrel == "" || strings.HasPrefix(nrel, "../") || slices.Contains(pr.nested, nrel) || slices.Contains(pr.gitlinks, nrel) {
+			continue
+		}
+		if len(pr.gitlinks)+len(pr.nested) >= maxGitlinks {
+			return pr.protectedErr(rel+"/.git", "names submodules beyond the %d whose entries a sandbox can protect", maxGitlinks)
+		}
+		pr.nested = append(pr.nested, nrel)
+		pr.submoduleEntry(nabs, nrel)
+		if err := pr.nestedSubmodules(nabs, nrel, depth+1); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -236,8 +332,17 @@ func (p *Protected) Quarantine() ([]string, error) {
 		}
 		links = p.inWorkspace(read)
 	}
+	added := len(links) - len(p.gitlinks)
+	// The submodules' own submodules: their indexes no run could write,
+	// their entries checked as those of the root's.
+	links = append(slices.Clip(links), p.nested...)
 	if len(links) == 0 {
 		return nil, nil
+	}
+	if added > maxAddedGitlinks {
+		// Each is a read-only mount point of every later run: thousands
+		// would keep them from starting.
+		return p.quarantineIndex(fmt.Sprintf("it names %d more submodules than before the run, over the %d a run may add", added, maxAddedGitlinks))
 	}
 	root, err := dirfd.Open(p.root)
 	if err != nil {
@@ -248,7 +353,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 	var errs []error
 	stamp := ""
 	for _, rel := range links {
-		known := slices.Contains(p.gitlinks, rel)
+		known := slices.Contains(p.gitlinks, rel) || slices.Contains(p.nested, rel)
 		entry, err := p.entryOf(root, rel, known)
 		if err != nil {
 			if known {
@@ -273,7 +378,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 			notes, ierr := p.quarantineIndex(fmt.Sprintf("%s/.git, a repository the run entered in it as a submodule, could not be moved (%v)", rel, err))
 			return append(moved, notes...), errors.Join(append(errs, ierr)...)
 		}
-		moved = append(moved, fmt.Sprintf("moved %s/.git — a repository the run entered in the index as a submodule, which git at the workspace root would enter and obey — to %s", rel, strings.TrimPrefix(dest, p.root+"/")))
+		moved = append(moved, fmt.Sprintf("moved %s/.git — a repository that became a submodule during the run (the run entered it in the index, or put it in place of the one there; or a git on the host did meanwhile), which git at the workspace root would enter and obey — to %s", rel, strings.TrimPrefix(dest, p.root+"/")))
 	}
 	return moved, errors.Join(errs...)
 }
@@ -341,35 +446,34 @@ func (p *Protected) entryOf(root *dirfd.Dir, rel string, known bool) (*dirfd.Dir
 }
 
 // moveEntry moves P/.git (P open as parent) to the quarantine of stamp,
-// and returns the directory it went to.
+// and returns where it went: the quarantine, or, where that cannot be
+// made or reached (a full disk, another file system under the
+// workspace), beside itself (P/.git.quarantined-<stamp>).
 func (p *Protected) moveEntry(parent *dirfd.Dir, stamp, rel string) (string, error) {
-	dest, err := p.quarantineDir(stamp, rel)
-	if err != nil {
-		return "", err
-	}
-	d, err := dirfd.Open(dest)
-	if err != nil {
-		return "", fmt.Errorf("cannot make the quarantine: %w", err)
-	}
-	defer d.Close()
-	// A tool owns what it made, and may have taken write permission away
-	// from P (rename needs it) or from P/.git (moving a directory to
-	// another parent rewrites its ".."): given back first.
+	// A tool owns what it made, and may have taken permissions away from
+	// P (rename needs write and search on it) or from P/.git (moving a
+	// directory to another parent rewrites its ".."): given back first.
 	userWritable(parent.Fd())
-	if fd, err := unix.Openat(parent.Fd(), ".git", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+	if fd, err := openNoFollow(parent.Fd(), ".git"); err == nil {
 		userWritable(fd)
 		unix.Close(fd)
 	}
-	if err := parent.Rename(".git", d, ".git"); err != nil {
-		// Another file system under the workspace (EXDEV), say: out of
-		// git's way beside it, then.
-		beside := ".git.quarantined-" + stamp
-		if err2 := parent.Rename(".git", parent, beside); err2 != nil {
-			return "", fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, errors.Join(err, err2))
+	dest, err := p.quarantineDir(stamp, rel)
+	if err == nil {
+		var d *dirfd.Dir
+		if d, err = dirfd.Open(dest); err == nil {
+			err = parent.Rename(".git", d, ".git")
+			d.Close()
 		}
-		return filepath.Join(parent.Name(), beside), nil
+		if err == nil {
+			return dest, nil
+		}
 	}
-	return dest, nil
+	beside := ".git.quarantined-" + stamp
+	if err2 := parent.Rename(".git", parent, beside); err2 != nil {
+		return "", fmt.Errorf("cannot move %s/.git out of git's way: %w", rel, errors.Join(err, err2))
+	}
+	return filepath.Join(parent.Name(), beside), nil
 }
 
 // quarantineIndex moves an index inside the workspace that cannot be read
@@ -380,8 +484,8 @@ func (p *Protected) quarantineIndex(why string) ([]string, error) {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "../") {
 		return nil, fmt.Errorf("%s: %s", p.index, why)
 	}
-	if fd, err := unix.Open(filepath.Dir(p.index), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-		userWritable(fd) // a tool may have made .git unwritable
+	if fd, err := openNoFollow(unix.AT_FDCWD, filepath.Dir(p.index)); err == nil {
+		userWritable(fd) // a tool may have made .git unwritable, unreadable, unsearchable
 		unix.Close(fd)
 	}
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
@@ -393,25 +497,35 @@ func (p *Protected) quarantineIndex(why string) ([]string, error) {
 		// Beside it, where git reads no index (the same directory: the same
 		// file system).
 		beside := p.index + ".quarantined-" + stamp
-		if err2 := os.Rename(p.index, beside); err2 == nil {
+		err2 := os.Rename(p.index, beside)
+		if err2 == nil {
 			return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(beside, p.root+"/"))}, nil
 		}
-		// Still where git reads it: made unreadable, git refuses to run
-		// (but for root, who could have moved it).
-		if fd, oerr := unix.Open(p.index, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); oerr == nil {
-			unix.Fchmod(fd, 0)
-			unix.Close(fd)
+		// At last removed (unlinking needs no space, and changes no other
+		// name of the file): git reads none, and git reset makes one.
+		if err3 := unix.Unlink(p.index); err3 != nil && !errors.Is(err3, unix.ENOENT) {
+			return nil, fmt.Errorf("%s: %s, and it can be neither moved out of git's way nor removed: %w", p.index, why, errors.Join(err, err2, err3))
 		}
-		return nil, fmt.Errorf("%s: %s, and it cannot be moved out of git's way (%w): made it unreadable", p.index, why, err)
+		return []string{fmt.Sprintf("removed the git index %s — %s, and it could not be moved (%v); git reads none now (git reset makes one from HEAD)", filepath.ToSlash(rel), why, errors.Join(err, err2))}, nil
 	}
 	return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(dest, p.root+"/"))}, nil
 }
 
-// userWritable adds the owner's write permission to the open file fd.
+// userWritable gives the owner of the file fd (opened by openNoFollow)
+// write permission, and of a directory read, write and search: a tool
+// that took search away from .git hid the index from cordon (and from
+// git, until the user gives it back).
 func userWritable(fd int) {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IWUSR == 0 {
-		unix.Fchmod(fd, uint32(st.Mode)&0o7777|unix.S_IWUSR)
+	if unix.Fstat(fd, &st) != nil {
+		return
+	}
+	want := uint32(unix.S_IWUSR)
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		want = unix.S_IRWXU
+	}
+	if uint32(st.Mode)&want != want {
+		chmodFd(fd, uint32(st.Mode)&0o7777|want)
 	}
 }
 

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"crypto/sha1"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,6 +245,37 @@ func TestAQuarantineAToolMadeUnwritableStillHolds(t *testing.T) {
 			}
 			if entry == nil && index == nil {
 				t.Errorf("sub/.git and the index are both where git reads them (notes %q, err %v)", notes, err)
+			}
+		})
+	}
+}
+
+// TestAQuarantineAToolMadeUnsearchableStillHolds: a tool can take away
+// more than the write bit — read and search of .git (mode 0). Once the
+// user gives them back (chmod u+rwx .git), git must not enter the
+// submodule: cordon gave them back and moved the index or the entry.
+func TestAQuarantineAToolMadeUnsearchableStillHolds(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("skipping as root, whom no permission stops: the unprivileged lanes of scripts/test run it")
+	}
+	for _, mode := range []os.FileMode{0, 0o200, 0o400, 0o600} {
+		t.Run(fmt.Sprintf(".git %04o", mode), func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+				t.Skipf("git: %v %s", err, out)
+			}
+			t.Cleanup(func() { os.Chmod(filepath.Join(ws, ".git"), 0o755) })
+			h := harness.Default().WithStateDir(t.TempDir()).WithCacheDir(t.TempDir())
+			notes, err := harness.Quarantined(h, ws, func() {
+				os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o755)
+				os.WriteFile(filepath.Join(ws, ".git", "index"), index(2, 1, entry("sub", true, -1)), 0o644)
+				os.Chmod(filepath.Join(ws, ".git"), mode)
+			})
+			os.Chmod(filepath.Join(ws, ".git"), 0o755) // what the user does next
+			_, entry := os.Lstat(filepath.Join(ws, "sub", ".git"))
+			links, _, ierr := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+			if entry == nil && ierr == nil && slices.Contains(links, "sub") {
+				t.Errorf("once .git is searchable again, git enters sub: sub/.git and the index naming it both stayed (notes %q, err %v)", notes, err)
 			}
 		})
 	}

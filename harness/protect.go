@@ -69,7 +69,8 @@ type Protected struct {
 	indexTop  string // the work tree its entries' paths are relative to
 	hashSize  int
 	gitlinks  []string           // relative to the workspace
-	entries   map[string]entryID // their P/.git, where there was one
+	nested    []string           // the submodules of those, and theirs
+	entries   map[string]entryID // the P/.git of both, where there was one
 	gitdir    string             // the git directory of that repository
 	sequences []string           // the sequenceDirs in it then
 	registry  string
@@ -256,7 +257,7 @@ func (c Config) Protect(root string) (*Protected, error) {
 	})
 	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
 		index: pr.indexFile, indexSeen: pr.indexSeen, indexTop: pr.indexTop, hashSize: pr.hashSize,
-		gitlinks: pr.gitlinks, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
+		gitlinks: pr.gitlinks, nested: pr.nested, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
 		seen: make(map[string]kind, len(pr.paths))}
 	for _, q := range pr.paths {
 		if k, ok := pr.kinds[q.Rel]; ok {
@@ -334,6 +335,7 @@ type protector struct {
 	indexSeen *indexSeen
 	indexTop  string
 	entries   map[string]entryID
+	nested    []string
 	gitdir    string
 	sequences []string
 	hashSize  int

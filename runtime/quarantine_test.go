@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -238,5 +239,57 @@ func TestASequenceLeftInGitIsNoted(t *testing.T) {
 	}
 	if len(noted) != 1 || !strings.Contains(noted[0], "rebase-merge") {
 		t.Errorf("notes %q; want one naming rebase-merge (and none the sequencer there before)", res.Notes)
+	}
+}
+
+// TestANestedSubmoduleIsProtected: git status at the workspace root
+// enters a submodule and, from there, the submodules of its own index
+// (a submodule checked out without --recursive leaves them empty): their
+// entries are protected as the root's submodules' are.
+func TestANestedSubmoduleIsProtected(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	inner := filepath.Join(b, "inner")
+	mid := filepath.Join(b, "mid")
+	for _, d := range []string{inner, mid} {
+		os.Mkdir(d, 0o755)
+		gitRepo(t, d)
+	}
+	if out := outerGit(t, b, mid, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "n1"); out != "" {
+		t.Fatalf("git submodule add: %s", out)
+	}
+	outerGit(t, b, mid, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "n1")
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	if out := outerGit(t, b, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", mid, "s1"); out != "" {
+		t.Fatalf("git submodule add: %s", out)
+	}
+	outerGit(t, b, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "s1")
+	marker := filepath.Join(b, "pwned")
+	// n1 is empty: s1 was checked out without --recursive. The tool's
+	// repository there must not be one git enters (n1/.git is protected:
+	// the planting fails; were it planted, it would be moved).
+	run(t, newPolicy(ws), "cd s1 && "+plantSub("n1", marker))
+	afterGit(t, ws, marker)
+}
+
+// TestManyGitlinksDoNotStopLaterRuns: a run that writes an index naming
+// thousands of absent submodules (each would be a read-only mount point of
+// every later run: bwrap refused them past ~4000) has that index moved to
+// the quarantine, and the next run starts.
+func TestManyGitlinksDoNotStopLaterRuns(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	res := run(t, newPolicy(ws), `h=$(git rev-parse HEAD); i=0; while [ $i -lt 5000 ]; do echo "160000 $h	g$i"; i=$((i+1)); done | git update-index --index-info && echo WROTE`)
+	if !strings.Contains(res.Stdout, "WROTE") {
+		t.Fatalf("the command could not write the index: %q %q", res.Stdout, res.Stderr)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved the git index") {
+		t.Errorf("notes %q; want the index moved", res.Notes)
+	}
+	if _, err := runSpec(context.Background(), Spec{Policy: newPolicy(ws), Command: []string{"true"}}); err != nil {
+		t.Fatalf("the next run did not start: %v", err)
 	}
 }
