@@ -280,3 +280,51 @@ func TestAQuarantineAToolMadeUnsearchableStillHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestAnotherUsersEnclosingRepositoryIsNotOurs: a repository enclosing
+// the workspace that another user owns (anyone can make /tmp/.git) is one
+// git refuses ("dubious ownership"): cordon neither protects nor moves
+// anything for it, unless safe.directory in the user's configuration
+// lets git use it.
+func TestAnotherUsersEnclosingRepositoryIsNotOurs(t *testing.T) {
+	uid, gid := testenv.OtherUser(t)
+	outer, _ := filepath.EvalSymlinks(t.TempDir())
+	ws := filepath.Join(outer, "ws")
+	os.MkdirAll(filepath.Join(ws, "dep", ".git"), 0o755)
+	if out, err := exec.Command("git", "init", "-q", outer).CombinedOutput(); err != nil {
+		t.Skipf("git: %v %s", err, out)
+	}
+	os.WriteFile(filepath.Join(outer, ".git", "index"), index(2, 0, nil), 0o644)
+	filepath.Walk(filepath.Join(outer, ".git"), func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
+	home := t.TempDir()
+	h := harness.Default().WithStateDir(t.TempDir()).WithCacheDir(t.TempDir()).WithHome(home)
+	t.Setenv("GIT_CONFIG_GLOBAL", "")
+	t.Setenv("GIT_CONFIG_SYSTEM", filepath.Join(home, "no-system-config"))
+
+	p, err := h.Protect(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := harness.Quarantined(h, ws, func() {
+		// The other user, during the run: its index names ws/dep.
+		os.WriteFile(filepath.Join(outer, ".git", "index"), index(2, 1, entry("ws/dep", true, -1)), 0o644)
+	})
+	if _, lerr := os.Lstat(filepath.Join(ws, "dep", ".git")); lerr != nil {
+		t.Errorf("another user's index moved dep/.git of the workspace: %q %v", notes, err)
+	}
+	if p, err = h.Protect(ws); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := p.Check("dep/.git"); v == harness.InWriteLater {
+		t.Errorf("dep/.git is protected for another user's repository, which git refuses")
+	}
+
+	// safe.directory lets git use it: then it is protected as any.
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[safe]\n\tdirectory = *\n"), 0o644)
+	if p, err = h.Protect(ws); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := p.Check("dep/.git"); v != harness.InWriteLater {
+		t.Errorf("dep/.git: %v; with safe.directory = * git uses the repository, and enters dep", v)
+	}
+}

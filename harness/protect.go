@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -469,10 +470,16 @@ func (pr *protector) enclosing() error {
 				gitdir = r
 			}
 			if isGitDir(gitdir) {
+				if !pr.owned(dir, gitdir, dotgit) {
+					return pr.globalConfig(pr.root) // git refuses it, and looks no further
+				}
 				return pr.gitDir(gitdir, dir)
 			}
 		}
 		if isGitDir(dir) {
+			if !pr.owned("", dir, "") {
+				return pr.globalConfig(pr.root)
+			}
 			return pr.gitDir(dir, dir)
 		}
 		if dir == "/" {
@@ -481,6 +488,95 @@ func (pr *protector) enclosing() error {
 		dir = filepath.Dir(dir)
 	}
 	return pr.globalConfig(pr.root)
+}
+
+// owned reports whether git would use the repository enclosing the
+// workspace whose work tree is worktree ("" for a bare one), git
+// directory gitdir and gitfile (a .git file, or ""): git refuses one that
+// another user owns ("dubious ownership", setup.c's
+// ensure_valid_ownership) unless safe.directory, in the system or global
+// configuration, names it or is "*". Anyone can make /tmp/.git: such a
+// repository is not the user's, and cordon neither protects nor moves
+// anything for it.
+func (pr *protector) owned(worktree, gitdir, gitfile string) bool {
+	euid, sudo := uint32(os.Geteuid()), int64(-1)
+	if euid == 0 {
+		// git run as root through sudo also takes the sudoer's own.
+		if v, err := strconv.ParseUint(os.Getenv("SUDO_UID"), 10, 32); err == nil {
+			sudo = int64(v)
+		}
+	}
+	ownedBy := func(p string) bool {
+		var st unix.Stat_t
+		return p == "" || unix.Stat(p, &st) == nil && (st.Uid == euid || int64(st.Uid) == sudo)
+	}
+	if ownedBy(gitfile) && ownedBy(worktree) && ownedBy(gitdir) {
+		return true
+	}
+	path := worktree
+	if path == "" {
+		path = gitdir
+	}
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		path = r
+	}
+	safe := false
+	for _, cfg := range pr.earlyConfigs() {
+		for _, e := range cfg.Entries {
+			if e.Key != "safe.directory" {
+				continue
+			}
+			switch v := strings.TrimSuffix(e.Value, "/"); {
+			case e.Value == "":
+				safe = false // an empty value resets the list
+			case v == "*" || v == path:
+				safe = true
+			case strings.HasSuffix(v, "/*") && strings.HasPrefix(path+"/", strings.TrimSuffix(v, "*")):
+				safe = true // git 2.46: a prefix
+			}
+		}
+	}
+	return safe
+}
+
+// earlyConfigs reads the configuration files git reads before it knows
+// its repository: the system's and the user's (GIT_CONFIG_SYSTEM,
+// GIT_CONFIG_GLOBAL, ~/.gitconfig, $XDG_CONFIG_HOME/git/config).
+func (pr *protector) earlyConfigs() []*gitconf.Config {
+	var all []*gitconf.Config
+	for _, f := range pr.userConfigFiles() {
+		if cfg, err := gitconf.Read(f, gitconf.Options{Home: pr.cfg.home}); err == nil {
+			all = append(all, cfg)
+		}
+	}
+	return all
+}
+
+// userConfigFiles returns the system's and the user's configuration files
+// as git finds them: GIT_CONFIG_SYSTEM and GIT_CONFIG_GLOBAL name other
+// files than /etc/gitconfig and ~/.gitconfig.
+func (pr *protector) userConfigFiles() []string {
+	files := []string{"/etc/gitconfig"}
+	if f := os.Getenv("GIT_CONFIG_SYSTEM"); f != "" {
+		files = []string{f}
+	}
+	if f := os.Getenv("GIT_CONFIG_GLOBAL"); f != "" {
+		files = append(files, f)
+	} else if pr.cfg.home != "" {
+		files = append(files, filepath.Join(pr.cfg.home, ".gitconfig"))
+		xdg := os.Getenv("XDG_CONFIG_HOME")
+		if !filepath.IsAbs(xdg) {
+			xdg = filepath.Join(pr.cfg.home, ".config")
+		}
+		files = append(files, filepath.Join(xdg, "git", "config"))
+	}
+	var abs []string
+	for _, f := range files {
+		if filepath.IsAbs(f) {
+			abs = append(abs, f)
+		}
+	}
+	return abs
 }
 
 // gitDir protects the git directory gitdir (absolute, valid), whose work
@@ -639,27 +735,8 @@ func (pr *protector) globalConfig(top string) error {
 	}
 	pr.seen["\x00global"] = true
 	opt := gitconf.Options{Home: pr.cfg.home}
-	// As git finds them: GIT_CONFIG_SYSTEM and GIT_CONFIG_GLOBAL name other
-	// files than /etc/gitconfig and ~/.gitconfig.
-	files := []string{"/etc/gitconfig"}
-	if f := os.Getenv("GIT_CONFIG_SYSTEM"); f != "" {
-		files = []string{f}
-	}
-	if f := os.Getenv("GIT_CONFIG_GLOBAL"); f != "" {
-		files = append(files, f)
-	} else if pr.cfg.home != "" {
-		files = append(files, filepath.Join(pr.cfg.home, ".gitconfig"))
-		xdg := os.Getenv("XDG_CONFIG_HOME")
-		if !filepath.IsAbs(xdg) {
-			xdg = filepath.Join(pr.cfg.home, ".config")
-		}
-		files = append(files, filepath.Join(xdg, "git", "config"))
-	}
 	var all []*gitconf.Config
-	for _, f := range files {
-		if !filepath.IsAbs(f) {
-			continue
-		}
+	for _, f := range pr.userConfigFiles() {
 		cfg, err := gitconf.Read(f, opt)
 		if err == nil {
 			all = append(all, cfg)
