@@ -185,6 +185,18 @@ func (pr *protector) submodules(gitdir, top string) error {
 	}
 	pr.indexFile, pr.indexSeen, pr.indexTop = filepath.Join(gitdir, "index"), seen, top
 	pr.gitdir, pr.sequences = gitdir, sequencesIn(gitdir)
+	// A sequence in progress (the user stopped in a rebase): its to-do
+	// list is what the user's --continue runs. No run can go on with it
+	// (HEAD is read-only): bound read-only.
+	if g, ok := pr.rel(gitdir); ok {
+		for _, d := range pr.sequences {
+			rel := d
+			if g != "" {
+				rel = g + "/" + d
+			}
+			pr.add(Path{Rel: rel, Dir: true, Reason: "a rebase, am, cherry-pick or revert in progress: its --continue runs the exec lines of its to-do list"})
+		}
+	}
 	pr.hashSize = hashSize
 	return nil
 }
@@ -333,16 +345,39 @@ func (p *Protected) Quarantine() ([]string, error) {
 		links = p.inWorkspace(read)
 	}
 	added := len(links) - len(p.gitlinks)
+	total := len(links)
+	// Every directory on the way to a gitlink is a pinned mount of every
+	// later run: counted, not only the gitlinks.
+	mounts := map[string]bool{}
+	for _, l := range links {
+		if slices.Contains(p.gitlinks, l) {
+			continue
+		}
+		for d := l; d != "" && !mounts[d]; {
+			mounts[d] = true
+			i := strings.LastIndexByte(d, '/')
+			if i < 0 {
+				break
+			}
+			d = d[:i]
+		}
+	}
 	// The submodules' own submodules: their indexes no run could write,
 	// their entries checked as those of the root's.
 	links = append(slices.Clip(links), p.nested...)
 	if len(links) == 0 {
 		return nil, nil
 	}
-	if added > maxAddedGitlinks {
+	// Why the index itself must go, if it must: it names more than later
+	// runs can mount, or a submodule by a path cordon does not follow, or
+	// one whose entry cannot be moved. The entries that can be reached
+	// are moved all the same: git reset makes an index from HEAD, where a
+	// commit of the run's may name them too.
+	why := ""
+	if added > maxAddedGitlinks || len(mounts) > 2*maxAddedGitlinks || total > maxGitlinks {
 		// Each is a read-only mount point of every later run: thousands
 		// would keep them from starting.
-		return p.quarantineIndex(fmt.Sprintf("it names %d more submodules than before the run, over the %d a run may add", added, maxAddedGitlinks))
+		why = fmt.Sprintf("it names %d more submodules than before the run (%d in all, %d new directories on their way), over the %d a run may add or the %d an index may name", added, total, len(mounts), maxAddedGitlinks, maxGitlinks)
 	}
 	root, err := dirfd.Open(p.root)
 	if err != nil {
@@ -356,14 +391,14 @@ func (p *Protected) Quarantine() ([]string, error) {
 		known := slices.Contains(p.gitlinks, rel) || slices.Contains(p.nested, rel)
 		entry, err := p.entryOf(root, rel, known)
 		if err != nil {
-			if known {
-				continue // as it was: the user's own
+			if !known && why == "" {
+				// A path git resolves in ways this does not follow (a
+				// symlink on the way, "..", an absolute path; git writes
+				// none of them): no submodule is entered where the index
+				// cannot be followed.
+				why = fmt.Sprintf("it names the submodule %q by a path git resolves and cordon does not follow (%v)", rel, err)
 			}
-			// A path git resolves in ways this does not follow (a
-			// symlink on the way, "..", an absolute path; git writes
-			// none of them): no submodule is entered where the index
-			// cannot be followed.
-			return p.quarantineIndex(fmt.Sprintf("it names the submodule %q by a path git resolves and cordon does not follow (%v)", rel, err))
+			continue // a known one as it was: the user's own
 		}
 		if entry == nil {
 			continue
@@ -375,10 +410,17 @@ func (p *Protected) Quarantine() ([]string, error) {
 		entry.Close()
 		if err != nil {
 			// The entry stays: then the index that names it goes.
-			notes, ierr := p.quarantineIndex(fmt.Sprintf("%s/.git, a repository the run entered in it as a submodule, could not be moved (%v)", rel, err))
-			return append(moved, notes...), errors.Join(append(errs, ierr)...)
+			if why == "" {
+				why = fmt.Sprintf("%s/.git, a repository the run entered in it as a submodule, could not be moved (%v)", rel, err)
+			}
+			errs = append(errs, err)
+			continue
 		}
 		moved = append(moved, fmt.Sprintf("moved %s/.git — a repository that became a submodule during the run (the run entered it in the index, or put it in place of the one there; or a git on the host did meanwhile), which git at the workspace root would enter and obey — to %s", rel, strings.TrimPrefix(dest, p.root+"/")))
+	}
+	if why != "" {
+		notes, ierr := p.quarantineIndex(why)
+		return append(moved, notes...), errors.Join(append(errs, ierr)...)
 	}
 	return moved, errors.Join(errs...)
 }
@@ -499,16 +541,16 @@ func (p *Protected) quarantineIndex(why string) ([]string, error) {
 		beside := p.index + ".quarantined-" + stamp
 		err2 := os.Rename(p.index, beside)
 		if err2 == nil {
-			return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(beside, p.root+"/"))}, nil
+			return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(beside, p.root+"/"))}, nil
 		}
 		// At last removed (unlinking needs no space, and changes no other
 		// name of the file): git reads none, and git reset makes one.
 		if err3 := unix.Unlink(p.index); err3 != nil && !errors.Is(err3, unix.ENOENT) {
 			return nil, fmt.Errorf("%s: %s, and it can be neither moved out of git's way nor removed: %w", p.index, why, errors.Join(err, err2, err3))
 		}
-		return []string{fmt.Sprintf("removed the git index %s — %s, and it could not be moved (%v); git reads none now (git reset makes one from HEAD)", filepath.ToSlash(rel), why, errors.Join(err, err2))}, nil
+		return []string{fmt.Sprintf("removed the git index %s — %s, and it could not be moved (%v); git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added)", filepath.ToSlash(rel), why, errors.Join(err, err2))}, nil
 	}
-	return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(dest, p.root+"/"))}, nil
+	return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(dest, p.root+"/"))}, nil
 }
 
 // userWritable gives the owner of the file fd (opened by openNoFollow)

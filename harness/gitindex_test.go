@@ -328,3 +328,27 @@ func TestAnotherUsersEnclosingRepositoryIsNotOurs(t *testing.T) {
 		t.Errorf("dep/.git: %v; with safe.directory = * git uses the repository, and enters dep", v)
 	}
 }
+
+// TestGitlinksAddedRunAfterRunAreBounded: runs that each add fewer
+// submodules than a run may add still cannot grow the index past what a
+// sandbox can protect: the run that would is the one whose index goes.
+func TestGitlinksAddedRunAfterRunAreBounded(t *testing.T) {
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Skipf("git: %v %s", err, out)
+	}
+	links := func(n int) []byte {
+		var e []byte
+		for i := range n {
+			e = append(e, entry(fmt.Sprintf("g%04d", i), true, -1)...)
+		}
+		return index(2, n, e)
+	}
+	idx := filepath.Join(ws, ".git", "index")
+	os.WriteFile(idx, links(1000), 0o644)
+	h := harness.Default().WithStateDir(t.TempDir()).WithCacheDir(t.TempDir())
+	notes, err := harness.Quarantined(h, ws, func() { os.WriteFile(idx, links(1030), 0o644) })
+	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "moved the git index") {
+		t.Errorf("30 more submodules past 1000: notes %q, err %v; want the index moved", notes, err)
+	}
+}

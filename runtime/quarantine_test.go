@@ -293,3 +293,76 @@ func TestManyGitlinksDoNotStopLaterRuns(t *testing.T) {
 		t.Fatalf("the next run did not start: %v", err)
 	}
 }
+
+// TestARebaseInProgressCannotBeRewritten: the user stopped in an
+// interactive rebase (an "edit" or a conflict) and runs a tool before
+// git rebase --continue. The to-do list there is read-only to the tool:
+// it cannot add the exec line the user's --continue would run.
+func TestARebaseInProgressCannotBeRewritten(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	id := []string{"-c", "user.name=t", "-c", "user.email=t@t"}
+	for _, m := range []string{"2", "3"} {
+		os.WriteFile(filepath.Join(ws, "f"), []byte(m), 0o644)
+		hostGit(t, ws, "add", "f")
+		hostGit(t, ws, append(id, "commit", "-q", "-m", m)...)
+	}
+	hostGit(t, ws, append(id, "-c", `sequence.editor=sed -i "1s/^pick/edit/"`, "rebase", "-q", "-i", "HEAD~2")...)
+	if _, err := os.Stat(filepath.Join(ws, ".git", "rebase-merge", "git-rebase-todo")); err != nil {
+		t.Fatalf("no rebase stopped (the test proves nothing): %v", err)
+	}
+	marker := filepath.Join(b, "pwned")
+	res := run(t, newPolicy(ws), fmt.Sprintf(`cd .git/rebase-merge && { echo 'exec %s'; cat git-rebase-todo; } > t && mv t git-rebase-todo && echo WROTE`, plantCommand(marker)))
+	if strings.Contains(res.Stdout, "WROTE") {
+		t.Errorf("a tool rewrote the to-do list of a rebase in progress")
+	}
+	hostGit(t, ws, append(id, "rebase", "--continue")...)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("git rebase --continue on the host ran an exec line a tool added to a rebase in progress (notes %q)", res.Notes)
+	}
+}
+
+// TestACommittedGitlinkIsMovedWhenTheIndexGoes: a tool commits its
+// repository as a submodule on the current branch (git commit works in a
+// sandbox) and makes the index one cordon moves away (here: too many
+// submodules). The note says git reset makes a new index from HEAD —
+// which names the tool's submodule: its entry was moved all the same.
+func TestACommittedGitlinkIsMovedWhenTheIndexGoes(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	marker := filepath.Join(b, "pwned")
+	res := run(t, newPolicy(ws), `export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; `+
+		plantSub("evil", marker)+` && git add evil 2>/dev/null && git commit -q -m vendor &&
+h=$(git rev-parse HEAD); i=0; while [ $i -lt 300 ]; do echo "160000 $h	g$i"; i=$((i+1)); done | git update-index --index-info && echo WROTE`)
+	if !strings.Contains(res.Stdout, "WROTE") {
+		t.Fatalf("the command could not commit (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "moved the git index") {
+		t.Errorf("notes %q; want the index moved", res.Notes)
+	}
+	hostGit(t, ws, "reset", "-q")
+	afterGit(t, ws, marker)
+}
+
+// TestDeepGitlinksDoNotStopLaterRuns: two gitlinks whose paths are 1900
+// directories deep stay under the 256 a run may add, but each directory
+// on the way is a pinned mount of every later run: bwrap refuses the
+// options, and no run of the workspace starts.
+func TestDeepGitlinksDoNotStopLaterRuns(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	deep := strings.TrimSuffix(strings.Repeat("a/", 1900), "/")
+	res := run(t, newPolicy(ws), fmt.Sprintf(`h=$(git rev-parse HEAD); for i in 1 2; do printf '160000 %%s\td%%s/%s\n' $h $i; done | git update-index --index-info && echo WROTE`, deep))
+	if !strings.Contains(res.Stdout, "WROTE") {
+		t.Fatalf("the command could not write the index: %q %q", res.Stdout, res.Stderr)
+	}
+	if _, err := runSpec(context.Background(), Spec{Policy: newPolicy(ws), Command: []string{"true"}}); err != nil {
+		t.Fatalf("the next run did not start: %v (notes of the first: %q)", err, res.Notes)
+	}
+}
