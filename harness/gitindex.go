@@ -37,22 +37,10 @@ const gitlinkMode = 0o160000
 // relative to the work tree, and what the index was as it was read. hashSize is 20 (SHA-1) or 32 (SHA-256). A
 // missing index has none.
 func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
-	f, err := os.OpenFile(index, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	data, seen, err := readIndexFile(index)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	at := time.Now()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, errors.New("not a regular file")
-	} else if st.Size > maxIndex {
-		return nil, nil, fmt.Errorf("larger than %d bytes", maxIndex)
-	}
-	data, err := readSized(f, st.Size)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,7 +49,7 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 		return nil, nil, err
 	}
 	if len(shared) == 0 {
-		return links, seenAs(&st, at), nil
+		return links, seen, nil
 	}
 	// A split index: git reads the shared index's entries too (those the
 	// split index does not replace or delete; all of them are taken, a
@@ -72,7 +60,7 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 		have[l] = true
 	}
 	for _, h := range shared {
-		base, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+h))
+		base, _, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+h))
 		if err != nil {
 			return nil, nil, fmt.Errorf("its shared index: %w", err)
 		}
@@ -93,21 +81,27 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 	return links, nil, nil
 }
 
-// readIndexFile reads a regular file of at most maxIndex bytes, never
-// following a symlink.
-func readIndexFile(name string) ([]byte, error) {
+// readIndexFile reads an index (or shared index) file: a regular file of
+// at most maxIndex bytes, never through a symlink, in one buffer of its
+// size; and what it was as it was read.
+func readIndexFile(name string) ([]byte, *indexSeen, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	} else if st.Size() > maxIndex {
-		return nil, fmt.Errorf("larger than %d bytes", maxIndex)
+	at := time.Now()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, nil, errors.New("not a regular file")
+	} else if st.Size > maxIndex {
+		return nil, nil, fmt.Errorf("larger than %d bytes", maxIndex)
 	}
-	return readSized(f, st.Size())
+	data, err := readSized(f, st.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, seenAs(&st, at), nil
 }
 
 // readSized reads f, of size bytes when it was looked at (at most
@@ -159,10 +153,7 @@ func (s *indexSeen) unchanged(path string) bool {
 // root enters each and runs git there, which obeys that repository's
 // configuration; a tool must not make one, or redirect one.
 func (pr *protector) submodules(gitdir, top string) error {
-	hashSize := 20
-	if cfg, err := readObjectFormat(commonDir(gitdir)); err == nil && cfg == "sha256" {
-		hashSize = 32
-	}
+	hashSize := hashSizeOf(gitdir)
 	links, seen, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
 	if err != nil {
 		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v (git reset makes a new one from HEAD)", err)
@@ -232,25 +223,16 @@ func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
 	gitdir := dotgit
 	switch {
 	case fi.Mode().IsRegular():
-		t, err := readGitfile(dotgit)
-		if err != nil {
+		if gitdir, err = readGitfile(dotgit); err != nil {
 			return nil // git cannot enter it either
 		}
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(abs, t)
-		}
-		gitdir = filepath.Clean(t)
 	case !fi.IsDir():
 		return nil
 	}
 	if !isGitDir(gitdir) {
 		return nil
 	}
-	hashSize := 20
-	if cfg, err := readObjectFormat(commonDir(gitdir)); err == nil && cfg == "sha256" {
-		hashSize = 32
-	}
-	links, _, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
+	links, _, err := gitlinks(filepath.Join(gitdir, "index"), hashSizeOf(gitdir))
 	if err != nil {
 		return pr.protectedErr(rel+"/.git", "names an index that cannot be read for the submodules git enters: %v", err)
 	}
@@ -272,6 +254,16 @@ func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
 	return nil
 }
 
+// hashSizeOf returns the size of an object name in the repository of
+// gitdir: 32 where its configuration says extensions.objectformat =
+// sha256, else 20 (SHA-1).
+func hashSizeOf(gitdir string) int {
+	if cfg, err := readObjectFormat(commonDir(gitdir)); err == nil && cfg == "sha256" {
+		return 32
+	}
+	return 20
+}
+
 // commonDir returns the directory a git directory's commondir file names
 // (a linked worktree's: the main repository's git directory, which holds
 // the configuration), or gitdir itself.
@@ -287,7 +279,7 @@ func commonDir(gitdir string) string {
 	if !filepath.IsAbs(c) {
 		c = filepath.Join(gitdir, c)
 	}
-	return c
+	return filepath.Clean(c)
 }
 
 // readObjectFormat returns extensions.objectformat of a git directory's
@@ -344,15 +336,19 @@ func (p *Protected) Quarantine() ([]string, error) {
 		}
 		links = p.inWorkspace(read)
 	}
-	added := len(links) - len(p.gitlinks)
-	total := len(links)
-	// Every directory on the way to a gitlink is a pinned mount of every
-	// later run: counted, not only the gitlinks.
+	known := make(map[string]bool, len(p.gitlinks)+len(p.nested))
+	for _, l := range p.gitlinks {
+		known[l] = true
+	}
+	total, added := len(links), 0
+	// Every directory on the way to a new gitlink is a pinned mount of
+	// every later run: counted, not only the gitlinks.
 	mounts := map[string]bool{}
 	for _, l := range links {
-		if slices.Contains(p.gitlinks, l) {
+		if known[l] {
 			continue
 		}
+		added++
 		for d := l; d != "" && !mounts[d]; {
 			mounts[d] = true
 			i := strings.LastIndexByte(d, '/')
@@ -364,6 +360,9 @@ func (p *Protected) Quarantine() ([]string, error) {
 	}
 	// The submodules' own submodules: their indexes no run could write,
 	// their entries checked as those of the root's.
+	for _, l := range p.nested {
+		known[l] = true
+	}
 	links = append(slices.Clip(links), p.nested...)
 	if len(links) == 0 {
 		return nil, nil
@@ -377,7 +376,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 	if added > maxAddedGitlinks || len(mounts) > 2*maxAddedGitlinks || total > maxGitlinks {
 		// Each is a read-only mount point of every later run: thousands
 		// would keep them from starting.
-		why = fmt.Sprintf("it names %d more submodules than before the run (%d in all, %d new directories on their way), over the %d a run may add or the %d an index may name", added, total, len(mounts), maxAddedGitlinks, maxGitlinks)
+		why = fmt.Sprintf("it names %d submodules it did not name before the run (%d in all, %d new directories on their way), over the %d a run may add or the %d an index may name", added, total, len(mounts), maxAddedGitlinks, maxGitlinks)
 	}
 	root, err := dirfd.Open(p.root)
 	if err != nil {
@@ -388,10 +387,9 @@ func (p *Protected) Quarantine() ([]string, error) {
 	var errs []error
 	stamp := ""
 	for _, rel := range links {
-		known := slices.Contains(p.gitlinks, rel) || slices.Contains(p.nested, rel)
-		entry, err := p.entryOf(root, rel, known)
+		entry, err := p.entryOf(root, rel, known[rel])
 		if err != nil {
-			if !known && why == "" {
+			if !known[rel] && why == "" {
 				// A path git resolves in ways this does not follow (a
 				// symlink on the way, "..", an absolute path; git writes
 				// none of them): no submodule is entered where the index
@@ -530,27 +528,29 @@ func (p *Protected) quarantineIndex(why string) ([]string, error) {
 		userWritable(fd) // a tool may have made .git unwritable, unreadable, unsearchable
 		unix.Close(fd)
 	}
+	note := func(what string) []string {
+		return []string{fmt.Sprintf("the git index %s %s — %s; git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added)", filepath.ToSlash(rel), what, why)}
+	}
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
 	dest, err := p.quarantineDir(stamp, filepath.ToSlash(filepath.Dir(rel)))
 	if err == nil {
-		err = os.Rename(p.index, filepath.Join(dest, filepath.Base(rel)))
-	}
-	if err != nil {
-		// Beside it, where git reads no index (the same directory: the same
-		// file system).
-		beside := p.index + ".quarantined-" + stamp
-		err2 := os.Rename(p.index, beside)
-		if err2 == nil {
-			return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(beside, p.root+"/"))}, nil
+		if err = os.Rename(p.index, filepath.Join(dest, filepath.Base(rel))); err == nil {
+			return note("was moved to " + strings.TrimPrefix(dest, p.root+"/")), nil
 		}
-		// At last removed (unlinking needs no space, and changes no other
-		// name of the file): git reads none, and git reset makes one.
-		if err3 := unix.Unlink(p.index); err3 != nil && !errors.Is(err3, unix.ENOENT) {
-			return nil, fmt.Errorf("%s: %s, and it can be neither moved out of git's way nor removed: %w", p.index, why, errors.Join(err, err2, err3))
-		}
-		return []string{fmt.Sprintf("removed the git index %s — %s, and it could not be moved (%v); git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added)", filepath.ToSlash(rel), why, errors.Join(err, err2))}, nil
 	}
-	return []string{fmt.Sprintf("moved the git index %s — %s; git reads none now (git reset makes one from HEAD: first look at the submodules HEAD names, git ls-tree -r HEAD | grep ^160000, which a commit of the run's may have added) — to %s", filepath.ToSlash(rel), why, strings.TrimPrefix(dest, p.root+"/"))}, nil
+	// Beside it, where git reads no index (the same directory: the same
+	// file system).
+	beside := p.index + ".quarantined-" + stamp
+	err2 := os.Rename(p.index, beside)
+	if err2 == nil {
+		return note("was renamed to " + strings.TrimPrefix(beside, p.root+"/")), nil
+	}
+	// At last removed (unlinking needs no space, and changes no other
+	// name of the file): git reads none, and git reset makes one.
+	if err3 := unix.Unlink(p.index); err3 != nil && !errors.Is(err3, unix.ENOENT) {
+		return nil, fmt.Errorf("%s: %s, and it can be neither moved out of git's way nor removed: %w", p.index, why, errors.Join(err, err2, err3))
+	}
+	return note(fmt.Sprintf("was removed (it could not be moved: %v)", errors.Join(err, err2))), nil
 }
 
 // userWritable gives the owner of the file fd (opened by openNoFollow)

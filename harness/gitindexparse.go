@@ -43,8 +43,7 @@ func parseGitlinks(data []byte, hashSize int) (links, shared []string, err error
 	if err != nil {
 		return nil, nil, err
 	}
-	ieot, err := r.extensions(off, r.end, &shared)
-	if err != nil {
+	if _, err := r.extensions(off, r.end, &shared); err != nil {
 		return nil, nil, err
 	}
 	// Where EOIE says, and in IEOT's blocks.
@@ -56,7 +55,8 @@ func parseGitlinks(data []byte, hashSize int) (links, shared []string, err error
 	if from < 12 || from >= eoie {
 		return links, shared, nil // git ignores the EOIE
 	}
-	if ieot, err = r.extensions(from, eoie, &shared); err != nil {
+	ieot, err := r.extensions(from, eoie, &shared)
+	if err != nil {
 		return nil, nil, fmt.Errorf("the extensions EOIE points to: %w", err)
 	}
 	if ieot == nil {

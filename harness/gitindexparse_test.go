@@ -158,7 +158,7 @@ func TestAnIndexThatCannotBeReadGoesAway(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(notes) != 1 || !strings.Contains(notes[0], "moved the git index") {
+			if len(notes) != 1 || !strings.Contains(notes[0], "git reads none now") {
 				t.Errorf("notes %q", notes)
 			}
 			if _, err := os.Lstat(filepath.Join(ws, ".git", "index")); err == nil {

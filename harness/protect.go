@@ -416,10 +416,6 @@ func (pr *protector) gitRoot() error {
 		if err != nil {
 			return pr.protectedErr(".git", "is a gitfile that cannot be read: %v", err)
 		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(pr.root, target)
-		}
-		target = filepath.Clean(target)
 		if rel, inside := pr.rel(target); inside {
 			if isGitDir(target) {
 				return pr.gitDir(target, pr.root)
@@ -460,9 +456,6 @@ func (pr *protector) enclosing() error {
 			gitdir := dotgit
 			if fi.Mode().IsRegular() {
 				if t, err := readGitfile(dotgit); err == nil {
-					if !filepath.IsAbs(t) {
-						t = filepath.Join(dir, t)
-					}
 					gitdir = t
 				}
 			}
@@ -626,16 +619,10 @@ func (pr *protector) gitDir(gitdir, top string) error {
 		}
 	}
 	// commondir moves the configuration and hooks to another directory.
-	if data, err := readSmall(filepath.Join(gitdir, "commondir")); err == nil {
-		common := strings.TrimSpace(string(data))
-		if common != "" && common != "." {
-			if !filepath.IsAbs(common) {
-				common = filepath.Join(gitdir, common)
-			}
-			if r, err := filepath.EvalSymlinks(common); err == nil && isGitDir(r) {
-				if err := pr.gitDir(r, top); err != nil {
-					return err
-				}
+	if common := commonDir(gitdir); filepath.Clean(common) != filepath.Clean(gitdir) {
+		if r, err := filepath.EvalSymlinks(common); err == nil && isGitDir(r) {
+			if err := pr.gitDir(r, top); err != nil {
+				return err
 			}
 		}
 	}
@@ -972,15 +959,7 @@ func isGitDir(dir string) bool {
 	}
 	// objects and refs are the common directory's when commondir names
 	// one (a linked worktree's git directory).
-	common := dir
-	if data, err := readSmall(filepath.Join(dir, "commondir")); err == nil {
-		if c := strings.TrimSpace(string(data)); c != "" {
-			if !filepath.IsAbs(c) {
-				c = filepath.Join(dir, c)
-			}
-			common = c
-		}
-	}
+	common := commonDir(dir)
 	for _, sub := range []string{"objects", "refs"} {
 		if st, err := os.Stat(filepath.Join(common, sub)); err != nil || !st.IsDir() {
 			return false
@@ -1001,7 +980,8 @@ func isHex(s string) bool {
 	return true
 }
 
-// readGitfile returns the git directory a gitfile names.
+// readGitfile returns the git directory a gitfile names, absolute (a
+// relative one is from the gitfile's own directory, as git takes it).
 func readGitfile(p string) (string, error) {
 	data, err := readSmall(p)
 	if err != nil {
@@ -1013,7 +993,10 @@ func readGitfile(p string) (string, error) {
 	if !ok || target == "" {
 		return "", errors.New(`it does not start with "gitdir: "`)
 	}
-	return target, nil
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(p), target) // as git: from the gitfile's directory
+	}
+	return filepath.Clean(target), nil
 }
 
 // readSmall reads at most 4 KiB of a regular file.

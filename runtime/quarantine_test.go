@@ -15,13 +15,6 @@ import (
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
-// plantSub is a shell script that makes dir a repository whose
-// core.fsmonitor touches marker, as a tool would.
-func plantSub(dir, marker string) string {
-	return fmt.Sprintf(`git init -q %[1]s && printf '#!/bin/sh\n%[2]s\n' > %[1]s/fsm && chmod +x %[1]s/fsm && git -C %[1]s config core.fsmonitor "$PWD/%[1]s/fsm" &&
-git -C %[1]s -c user.name=t -c user.email=t@t commit -q --allow-empty -m s`, dir, plantCommand(marker))
-}
-
 // craftIndex rewrites .git/index with one gitlink (argv[2], object argv[3])
 // in a shape git reads and cordon's reader did not: "desync" — an entry
 // before it whose name length in its flags runs past its first NUL (git
@@ -67,12 +60,13 @@ open(".git/index", "wb").write(data)
 
 // TestAnIndexOnlyGitCanReadIsNoWayIn: a tool that enters its repository
 // as a submodule in an index cordon's reader misreads or cannot read —
-// the entry in a split index's shared part, an entry whose name length
-// is not where its NUL is, a version 2 entry with extended flags, an
-// gitlink named by an absolute path, or reached through a symlink, a name
-// whose NUL is not one, two IEOT extensions — still
-// has it moved out of git's way (or the index with it), on every
-// substrate. (On landlock no tool can write .git: the writes fail there.)
+// the entry in a split index's shared part (git update-index
+// --split-index), an entry whose name length is not where its NUL is, a
+// version 2 entry with extended flags, a gitlink named by an absolute
+// path or reached through a symlink, a name whose NUL is not one, two
+// IEOT extensions — still has it moved out of git's way (or the index
+// with it), on every substrate. (On landlock no tool can write .git: the
+// writes fail there.)
 func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
 	needProgram(t, "python3")
 	substrates(t, func(t *testing.T, sub string) {
@@ -107,6 +101,13 @@ func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
 					t.Errorf("on landlock a tool wrote the index: %q", res.Stdout)
 				case sub != landlock.Name && !entered:
 					t.Fatalf("the command could not write the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
+				case sub != landlock.Name && shape == "split":
+					if !strings.Contains(hostGit(t, ws, "ls-files", "-s", "sub"), "160000") {
+						t.Fatalf("the host's git does not see the submodule (the test proves nothing)")
+					}
+					if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved sub/.git") {
+						t.Errorf("the result's notes %q do not say the repository was moved", res.Notes)
+					}
 				}
 				afterGit(t, ws, marker)
 				hostGit(t, ws, "-c", "index.threads=3", "status", "--short") // git's threaded reading
@@ -247,7 +248,12 @@ func TestASequenceLeftInGitIsNoted(t *testing.T) {
 // (a submodule checked out without --recursive leaves them empty): their
 // entries are protected as the root's submodules' are.
 func TestANestedSubmoduleIsProtected(t *testing.T) {
-	needBwrap(t)
+	substrates(t, func(t *testing.T, sub string) {
+		nestedSubmodule(t, sub)
+	})
+}
+
+func nestedSubmodule(t *testing.T, sub string) {
 	b := base(t)
 	inner := filepath.Join(b, "inner")
 	mid := filepath.Join(b, "mid")
@@ -269,29 +275,8 @@ func TestANestedSubmoduleIsProtected(t *testing.T) {
 	// n1 is empty: s1 was checked out without --recursive. The tool's
 	// repository there must not be one git enters (n1/.git is protected:
 	// the planting fails; were it planted, it would be moved).
-	run(t, newPolicy(ws), "cd s1 && "+plantSub("n1", marker))
+	run(t, newPolicy(ws), "cd s1 && "+plantSub("n1", marker), on(sub))
 	afterGit(t, ws, marker)
-}
-
-// TestManyGitlinksDoNotStopLaterRuns: a run that writes an index naming
-// thousands of absent submodules (each would be a read-only mount point of
-// every later run: bwrap refused them past ~4000) has that index moved to
-// the quarantine, and the next run starts.
-func TestManyGitlinksDoNotStopLaterRuns(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	gitRepo(t, ws)
-	res := run(t, newPolicy(ws), `h=$(git rev-parse HEAD); i=0; while [ $i -lt 5000 ]; do echo "160000 $h	g$i"; i=$((i+1)); done | git update-index --index-info && echo WROTE`)
-	if !strings.Contains(res.Stdout, "WROTE") {
-		t.Fatalf("the command could not write the index: %q %q", res.Stdout, res.Stderr)
-	}
-	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved the git index") {
-		t.Errorf("notes %q; want the index moved", res.Notes)
-	}
-	if _, err := runSpec(context.Background(), Spec{Policy: newPolicy(ws), Command: []string{"true"}}); err != nil {
-		t.Fatalf("the next run did not start: %v", err)
-	}
 }
 
 // TestARebaseInProgressCannotBeRewritten: the user stopped in an
@@ -299,7 +284,12 @@ func TestManyGitlinksDoNotStopLaterRuns(t *testing.T) {
 // git rebase --continue. The to-do list there is read-only to the tool:
 // it cannot add the exec line the user's --continue would run.
 func TestARebaseInProgressCannotBeRewritten(t *testing.T) {
-	needBwrap(t)
+	substrates(t, func(t *testing.T, sub string) {
+		rebaseInProgress(t, sub)
+	})
+}
+
+func rebaseInProgress(t *testing.T, sub string) {
 	b := base(t)
 	ws := workspace(t, b)
 	gitRepo(t, ws)
@@ -314,7 +304,7 @@ func TestARebaseInProgressCannotBeRewritten(t *testing.T) {
 		t.Fatalf("no rebase stopped (the test proves nothing): %v", err)
 	}
 	marker := filepath.Join(b, "pwned")
-	res := run(t, newPolicy(ws), fmt.Sprintf(`cd .git/rebase-merge && { echo 'exec %s'; cat git-rebase-todo; } > t && mv t git-rebase-todo && echo WROTE`, plantCommand(marker)))
+	res := run(t, newPolicy(ws), fmt.Sprintf(`cd .git/rebase-merge && { echo 'exec %s'; cat git-rebase-todo; } > t && mv t git-rebase-todo && echo WROTE`, plantCommand(marker)), on(sub))
 	if strings.Contains(res.Stdout, "WROTE") {
 		t.Errorf("a tool rewrote the to-do list of a rebase in progress")
 	}
@@ -336,33 +326,52 @@ func TestACommittedGitlinkIsMovedWhenTheIndexGoes(t *testing.T) {
 	gitRepo(t, ws)
 	marker := filepath.Join(b, "pwned")
 	res := run(t, newPolicy(ws), `export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; `+
-		plantSub("evil", marker)+` && git add evil 2>/dev/null && git commit -q -m vendor &&
-h=$(git rev-parse HEAD); i=0; while [ $i -lt 300 ]; do echo "160000 $h	g$i"; i=$((i+1)); done | git update-index --index-info && echo WROTE`)
+		plantSub("evil", marker)+` && git add evil 2>/dev/null && git commit -q -m vendor && `+
+		gitlinksAdded("i=0; while [ $i -lt 300 ]; do echo g$i; i=$((i+1)); done"))
 	if !strings.Contains(res.Stdout, "WROTE") {
 		t.Fatalf("the command could not commit (the test proves nothing): %q %q", res.Stdout, res.Stderr)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), "moved the git index") {
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "git reads none now") {
 		t.Errorf("notes %q; want the index moved", res.Notes)
 	}
 	hostGit(t, ws, "reset", "-q")
 	afterGit(t, ws, marker)
 }
 
-// TestDeepGitlinksDoNotStopLaterRuns: two gitlinks whose paths are 1900
-// directories deep stay under the 256 a run may add, but each directory
-// on the way is a pinned mount of every later run: bwrap refuses the
-// options, and no run of the workspace starts.
-func TestDeepGitlinksDoNotStopLaterRuns(t *testing.T) {
+// gitlinksAdded is a shell line that enters each path the shell code
+// names prints (one a line) in the index, as a gitlink to HEAD's commit,
+// and then prints WROTE.
+func gitlinksAdded(names string) string {
+	return `h=$(git rev-parse HEAD); { ` + names + `; } | while read -r p; do printf '160000 %s\t%s\n' "$h" "$p"; done | git update-index --index-info && echo WROTE`
+}
+
+// TestGitlinksThatWouldStopLaterRunsTakeTheIndex: a run that leaves an
+// index naming thousands of absent submodules, or two whose paths are
+// 1900 directories deep (within the 256 a run may add, but every
+// directory on the way is a pinned mount), would keep every later run
+// from starting (bwrap refuses that many options): the index is moved to
+// the quarantine, and the next run starts.
+func TestGitlinksThatWouldStopLaterRunsTakeTheIndex(t *testing.T) {
 	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	gitRepo(t, ws)
 	deep := strings.TrimSuffix(strings.Repeat("a/", 1900), "/")
-	res := run(t, newPolicy(ws), fmt.Sprintf(`h=$(git rev-parse HEAD); for i in 1 2; do printf '160000 %%s\td%%s/%s\n' $h $i; done | git update-index --index-info && echo WROTE`, deep))
-	if !strings.Contains(res.Stdout, "WROTE") {
-		t.Fatalf("the command could not write the index: %q %q", res.Stdout, res.Stderr)
-	}
-	if _, err := runSpec(context.Background(), Spec{Policy: newPolicy(ws), Command: []string{"true"}}); err != nil {
-		t.Fatalf("the next run did not start: %v (notes of the first: %q)", err, res.Notes)
+	for name, names := range map[string]string{
+		"many": "i=0; while [ $i -lt 5000 ]; do echo g$i; i=$((i+1)); done",
+		"deep": "echo d1/" + deep + "; echo d2/" + deep,
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := base(t)
+			ws := workspace(t, b)
+			gitRepo(t, ws)
+			res := run(t, newPolicy(ws), gitlinksAdded(names))
+			if !strings.Contains(res.Stdout, "WROTE") {
+				t.Fatalf("the command could not write the index: %q %q", res.Stdout, res.Stderr)
+			}
+			if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "git reads none now") {
+				t.Errorf("notes %q; want the index moved", res.Notes)
+			}
+			if _, err := runSpec(context.Background(), Spec{Policy: newPolicy(ws), Command: []string{"true"}}); err != nil {
+				t.Fatalf("the next run did not start: %v", err)
+			}
+		})
 	}
 }

@@ -41,6 +41,13 @@ func hostGit(t *testing.T, ws string, args ...string) string {
 // later git runs it.
 func plantCommand(marker string) string { return "touch " + marker + "; false" }
 
+// plantSub is a shell script that makes dir a repository whose
+// core.fsmonitor runs plantCommand(marker), as a tool would.
+func plantSub(dir, marker string) string {
+	return fmt.Sprintf(`git init -q %[1]s && printf '#!/bin/sh\n%[2]s\n' > %[1]s/fsm && chmod +x %[1]s/fsm && git -C %[1]s config core.fsmonitor "$PWD/%[1]s/fsm" &&
+git -C %[1]s -c user.name=t -c user.email=t@t commit -q --allow-empty -m s`, dir, plantCommand(marker))
+}
+
 // shapeRootScript makes the workspace root (or dir) a git directory whose
 // configuration runs a command: HEAD, objects, refs and a config with
 // core.fsmonitor.
@@ -456,9 +463,7 @@ func TestSubmodulesAreNotAWayIn(t *testing.T) {
 	hostGit(t, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "submodule")
 	marker := filepath.Join(b, "pwned")
 	script := attempt("redirect-existing", "echo 'gitdir: ../../evil' > vendor/lib/.git") +
-		fmt.Sprintf(`git init -q sub && printf '#!/bin/sh\n%s\n' > sub/fsm && chmod +x sub/fsm && git -C sub config core.fsmonitor "$PWD/sub/fsm" &&
-git -C sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub && echo ENTERED
-`, plantCommand(marker))
+		plantSub("sub", marker) + " && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub && echo ENTERED\n"
 	res := run(t, newPolicy(ws), script)
 	if !strings.Contains(res.Stdout, "ENTERED") {
 		t.Fatalf("the command could not enter its repository in the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
@@ -533,11 +538,10 @@ func TestAnIndexThatLooksUnchangedIsRead(t *testing.T) {
 			}
 			return
 		}
-		script := fmt.Sprintf(`git init -q d/sub && printf '#!/bin/sh\n%s\n' > d/sub/fsm && chmod +x d/sub/fsm && git -C d/sub config core.fsmonitor "$PWD/d/sub/fsm" &&
-git -C d/sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s &&
+		script := plantSub("d/sub", marker) + fmt.Sprintf(` &&
 ln .git/index .git/keep && git rm -q --cached %s && git update-index --add --cacheinfo 160000,$(git -C d/sub rev-parse HEAD),d/sub &&
 python3 -c '%s' && echo ENTERED
-`, plantCommand(marker), long, keepIndexIdentity)
+`, long, keepIndexIdentity)
 		res := run(t, newPolicy(ws), script, on(sub))
 		if !strings.Contains(res.Stdout, "ENTERED") {
 			t.Fatalf("the command could not rewrite the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
@@ -557,31 +561,4 @@ python3 -c '%s' && echo ENTERED
 		}
 		afterGit(t, ws, marker)
 	})
-}
-
-// TestASplitIndexIsReadWhole: a run that enters a repository of its own
-// in the index and then splits the index (git update-index
-// --split-index: the entries move to .git/sharedindex.<hash>, which the
-// index names) still has that repository moved out of git's way.
-func TestASplitIndexIsReadWhole(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	gitRepo(t, ws)
-	marker := filepath.Join(b, "pwned")
-	script := fmt.Sprintf(`git init -q sub && printf '#!/bin/sh\n%s\n' > sub/fsm && chmod +x sub/fsm && git -C sub config core.fsmonitor "$PWD/sub/fsm" &&
-git -C sub -c user.name=t -c user.email=t@t commit -q --allow-empty -m s && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub &&
-git update-index --split-index && ls .git/sharedindex.* >/dev/null && echo ENTERED
-`, plantCommand(marker))
-	res := run(t, newPolicy(ws), script)
-	if !strings.Contains(res.Stdout, "ENTERED") {
-		t.Fatalf("the command could not split the index (the test proves nothing): %q %q", res.Stdout, res.Stderr)
-	}
-	if !strings.Contains(hostGit(t, ws, "ls-files", "-s", "sub"), "160000") {
-		t.Fatalf("the host's git does not see the submodule (the test proves nothing)")
-	}
-	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "moved sub/.git") {
-		t.Errorf("the result's notes %q do not say the repository was moved", res.Notes)
-	}
-	afterGit(t, ws, marker)
 }
