@@ -331,24 +331,34 @@ func TestAnotherUsersEnclosingRepositoryIsNotOurs(t *testing.T) {
 
 // TestGitlinksAddedRunAfterRunAreBounded: runs that each add fewer
 // submodules than a run may add still cannot grow the index past what a
-// sandbox can protect: the run that would is the one whose index goes.
+// sandbox can protect: the run that would is the one whose index goes;
+// and a run that adds as many as it takes away still adds them.
 func TestGitlinksAddedRunAfterRunAreBounded(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
 		t.Skipf("git: %v %s", err, out)
 	}
-	links := func(n int) []byte {
+	links := func(prefix string, n int) []byte {
 		var e []byte
 		for i := range n {
-			e = append(e, entry(fmt.Sprintf("g%04d", i), true, -1)...)
+			e = append(e, entry(fmt.Sprintf("%s%04d", prefix, i), true, -1)...)
 		}
 		return index(2, n, e)
 	}
 	idx := filepath.Join(ws, ".git", "index")
-	os.WriteFile(idx, links(1000), 0o644)
 	h := harness.Default().WithStateDir(t.TempDir()).WithCacheDir(t.TempDir())
-	notes, err := harness.Quarantined(h, ws, func() { os.WriteFile(idx, links(1030), 0o644) })
-	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "git reads none now") {
-		t.Errorf("30 more submodules past 1000: notes %q, err %v; want the index moved", notes, err)
+	for _, c := range []struct {
+		name          string
+		before, after []byte
+	}{
+		{"30 more past 1000", links("g", 1000), links("g", 1030)},
+		// As many gone as came: the count is the same, the submodules new.
+		{"300 in place of 300", links("g", 300), links("n", 300)},
+	} {
+		os.WriteFile(idx, c.before, 0o644)
+		notes, err := harness.Quarantined(h, ws, func() { os.WriteFile(idx, c.after, 0o644) })
+		if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "git reads none now") {
+			t.Errorf("%s: notes %q, err %v; want the index moved", c.name, notes, err)
+		}
 	}
 }
