@@ -141,11 +141,11 @@ func Start(s Spec) (*Tree, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := Pipe(true, false)
 	if err != nil {
 		return nil, err
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := Pipe(true, false)
 	if err != nil {
 		outR.Close()
 		outW.Close()

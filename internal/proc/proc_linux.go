@@ -264,3 +264,27 @@ func parentOf(pid int) (int, bool) {
 	pp, err := strconv.Atoi(string(f[1]))
 	return pp, err == nil
 }
+
+// Pipe returns a new pipe, each end either this process's to wait on
+// (poll: non-blocking, in the runtime's poller) or one a child inherits
+// (blocking, never in the poller). [os.Pipe] makes both ends
+// non-blocking and registers both, and an end handed to a child is made
+// blocking again as it goes ([os.File.Fd]): four or five system calls an
+// end that nothing waits on, which a run of bwrap has seven of, between
+// its call and bwrap's options.
+func Pipe(pollR, pollW bool) (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	end := func(fd int, name string, poll bool) *os.File {
+		if poll {
+			// os.NewFile puts a non-blocking descriptor in the poller;
+			// should this fail, a blocking end still works, by a thread
+			// of its own.
+			unix.SetNonblock(fd, true)
+		}
+		return os.NewFile(uintptr(fd), name)
+	}
+	return end(p[0], "|0", pollR), end(p[1], "|1", pollW), nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/internal/seccomp"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/egress"
@@ -575,7 +576,7 @@ func seccompFilter(p seccomp.Policy) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, w, err := os.Pipe()
+	r, w, err := proc.Pipe(false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -714,7 +715,7 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 	// bwrap reads its options from a pipe: it can start (exec, link, set
 	// itself up) while this process is still preparing the sandbox, and
 	// waits for them (see Run).
-	args, argsW, err := os.Pipe()
+	args, argsW, err := proc.Pipe(false, false)
 	if err != nil {
 		return nil, setup(err)
 	}
@@ -727,13 +728,13 @@ func (s *Sandbox) command(bin string, argv []string, script *os.File) (*exec.Cmd
 		args.Close()
 		return nil, setup(err)
 	}
-	br, bw, err := os.Pipe()
+	br, bw, err := proc.Pipe(false, false)
 	if err != nil {
 		args.Close()
 		filter.Close()
 		return nil, setup(err)
 	}
-	sr, sw, err := os.Pipe()
+	sr, sw, err := proc.Pipe(true, false)
 	if err != nil {
 		args.Close()
 		filter.Close()
