@@ -299,7 +299,7 @@ func record(dir, workspace, name string) (*os.File, string, error) {
 		return f, path, nil
 	}
 	tmp := filepath.Join(dir, ".t-"+name)
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := dirfd.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, "", err
 	}
@@ -345,7 +345,7 @@ func takeSpare(dir, path, workspace string) *os.File {
 		if i == maxTakes {
 			break
 		}
-		f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+		f, err := dirfd.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 		if err != nil {
 			continue // taken meanwhile
 		}
@@ -397,7 +397,7 @@ func runningWithin(dir, self, workspace string, orAt bool) string {
 			continue
 		}
 		p := filepath.Join(dir, n)
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		f, err := dirfd.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 		if err != nil {
 			continue
 		}
@@ -621,7 +621,7 @@ func CreateKept(path string, dir bool, content string) error {
 // createFile makes the file path, which must not exist, holding content;
 // on a failure to write it, it is removed again.
 func createFile(path, content string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	f, err := dirfd.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return err
 	}
@@ -645,7 +645,7 @@ func (s *Session) record(e Entry) error {
 		f := takeSpareManifest(s.dir, name)
 		if f == nil {
 			var err error
-			f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+			f, err = dirfd.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 			if err != nil {
 				return err
 			}
