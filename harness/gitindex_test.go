@@ -362,3 +362,86 @@ func TestGitlinksAddedRunAfterRunAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestAnUnchangedIndexIsReadOnce: a run reads an index again only when it
+// changed, by the rule the quarantine's shortcut follows — never one whose
+// change time had not settled when it was read, and again after any
+// change, the in-place rewrite that sets the modification time back too.
+func TestAnUnchangedIndexIsReadOnce(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	ws := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(gitBin, args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "HOME="+ws, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git("init", "-q", ".")
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	git("update-index", "--add", "--cacheinfo", "160000,"+commit+",sub")
+	index := filepath.Join(ws, ".git", "index")
+	read := func(want ...string) {
+		t.Helper()
+		links, _, err := harness.Gitlinks(index, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(links, want) {
+			t.Fatalf("gitlinks %q, want %q", links, want)
+		}
+	}
+
+	// Looked at as soon as it was written: read every time.
+	reads := harness.CountIndexReads(t, 0)
+	read("sub")
+	read("sub")
+	if n := reads(); n != 2 {
+		t.Fatalf("an index whose change time had not settled was read %d times in two looks, want 2", n)
+	}
+
+	// Settled: read once.
+	reads = harness.CountIndexReads(t, 2*time.Hour)
+	read("sub")
+	read("sub")
+	read("sub")
+	if n := reads(); n != 1 {
+		t.Fatalf("an unchanged, settled index was read %d times in three looks, want 1", n)
+	}
+
+	// Changed by git (a new file in place of the old): read again, and
+	// what it names now is what is returned.
+	git("update-index", "--add", "--cacheinfo", "160000,"+commit+",subx")
+	read("sub", "subx")
+	read("sub", "subx")
+	if n := reads(); n != 2 {
+		t.Fatalf("after git changed the index it was read %d times in all, want 2", n)
+	}
+
+	// Written in place, the same bytes, the modification time set back:
+	// only its change time says so. Read again.
+	st, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(index, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(data)
+	f.Close()
+	if err := os.Chtimes(index, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	read("sub", "subx")
+	if n := reads(); n != 3 {
+		t.Fatalf("after an in-place rewrite the index was read %d times in all, want 3", n)
+	}
+}
