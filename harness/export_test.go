@@ -1,9 +1,6 @@
 package harness
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // Gitlinks and ParseGitlinks are the index reader, for the tests.
 var (
@@ -32,14 +29,4 @@ func Quarantined(c Config, root string, change func()) ([]string, error) {
 	}
 	change()
 	return p.Quarantine()
-}
-
-// CountIndexReads counts the index files read from now to the end of t,
-// each looked at as if later by after (a change time settled sooner).
-func CountIndexReads(t interface{ Cleanup(func()) }, after time.Duration) func() int {
-	var n atomic.Int64
-	readIndexHook = func(string) { n.Add(1) }
-	indexClock = func() time.Time { return time.Now().Add(after) }
-	t.Cleanup(func() { readIndexHook, indexClock = nil, time.Now })
-	return func() int { return int(n.Load()) }
 }

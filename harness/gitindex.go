@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -38,9 +37,6 @@ const gitlinkMode = 0o160000
 // relative to the work tree, and what the index was as it was read. hashSize is 20 (SHA-1) or 32 (SHA-256). A
 // missing index has none.
 func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
-	if links, seen, ok := knownIndexes.lookup(index, hashSize); ok {
-		return links, seen, nil
-	}
 	data, seen, err := readIndexFile(index)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
@@ -53,7 +49,6 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 		return nil, nil, err
 	}
 	if len(shared) == 0 {
-		knownIndexes.remember(index, hashSize, links, seen)
 		return links, seen, nil
 	}
 	// A split index: git reads the shared index's entries too (those the
@@ -90,15 +85,12 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 // at most maxIndex bytes, never through a symlink, in one buffer of its
 // size; and what it was as it was read.
 func readIndexFile(name string) ([]byte, *indexSeen, error) {
-	if readIndexHook != nil {
-		readIndexHook(name)
-	}
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	at := indexClock()
+	at := time.Now()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, nil, errors.New("not a regular file")
@@ -121,67 +113,6 @@ func readSized(f *os.File, size int64) ([]byte, error) {
 		return nil, fmt.Errorf("changed while read: %w", err)
 	}
 	return data, nil
-}
-
-// readIndexHook, set by tests alone, runs as an index file is read.
-var readIndexHook func(name string)
-
-// indexClock tells when an index was looked at; tests alone replace it.
-var indexClock = time.Now
-
-// knownIndexes remembers, for each index file read, the gitlinks it named
-// and what it was, so that a run reads an index again only when it has
-// changed — by the rule after a run ([indexSeen.unchanged]): the same
-// file, size and change time, a change time that had settled when the
-// file was read. A workspace inside a repository of 100 000 entries read
-// its index at every run (~9 ms); a resident runtime now does not. A
-// split index, whose entries lie in other files, is never remembered.
-var knownIndexes = &indexMemo{m: map[indexKey]indexMemoEntry{}}
-
-// maxKnownIndexes bounds the indexes remembered; past it, all are
-// forgotten.
-const maxKnownIndexes = 256
-
-type indexKey struct {
-	path     string
-	hashSize int
-}
-
-type indexMemoEntry struct {
-	links []string
-	seen  indexSeen
-}
-
-type indexMemo struct {
-	mu sync.Mutex
-	m  map[indexKey]indexMemoEntry
-}
-
-// lookup returns the gitlinks of the index at path as it was read before,
-// if it is beyond doubt unchanged since; the caller's own copies.
-func (k *indexMemo) lookup(path string, hashSize int) ([]string, *indexSeen, bool) {
-	k.mu.Lock()
-	e, ok := k.m[indexKey{path, hashSize}]
-	k.mu.Unlock()
-	if !ok || !e.seen.unchanged(path) {
-		return nil, nil, false
-	}
-	seen := e.seen
-	return slices.Clone(e.links), &seen, true
-}
-
-// remember notes what the index at path named, once its change time has
-// settled (an index seen sooner is read again anyway).
-func (k *indexMemo) remember(path string, hashSize int, links []string, seen *indexSeen) {
-	if seen == nil || seen.at.Sub(time.Unix(0, seen.ctime)) < indexSettle {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.m) >= maxKnownIndexes {
-		clear(k.m)
-	}
-	k.m[indexKey{path, hashSize}] = indexMemoEntry{links: slices.Clone(links), seen: *seen}
 }
 
 // indexSettle: an index whose change time lies less than this before it
