@@ -34,42 +34,41 @@ const (
 const gitlinkMode = 0o160000
 
 // gitlinks returns the paths of the index's gitlink entries (submodules),
-// relative to the work tree, and what the index was as it was read. hashSize is 20 (SHA-1) or 32 (SHA-256). A
+// relative to the work tree. hashSize is 20 (SHA-1) or 32 (SHA-256). A
 // missing index has none.
-func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
-	data, seen, err := readIndexFile(index)
+func gitlinks(index string, hashSize int) ([]string, error) {
+	data, err := readIndexFile(index)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	links, shared, err := parseGitlinks(data, hashSize)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(shared) == 0 {
-		return links, seen, nil
+		return links, nil
 	}
 	// A split index: git reads the shared index's entries too (those the
 	// split index does not replace or delete; all of them are taken, a
-	// superset). Its stat is not this file's: an index that has one is
-	// read again after every run.
+	// superset).
 	have := map[string]bool{}
 	for _, l := range links {
 		have[l] = true
 	}
 	for _, h := range shared {
-		base, _, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+h))
+		base, err := readIndexFile(filepath.Join(filepath.Dir(index), "sharedindex."+h))
 		if err != nil {
-			return nil, nil, fmt.Errorf("its shared index: %w", err)
+			return nil, fmt.Errorf("its shared index: %w", err)
 		}
 		more, next, err := parseGitlinks(base, hashSize)
 		if err != nil {
-			return nil, nil, fmt.Errorf("its shared index: %w", err)
+			return nil, fmt.Errorf("its shared index: %w", err)
 		}
 		if len(next) > 0 {
-			return nil, nil, errors.New("its shared index links to another")
+			return nil, errors.New("its shared index links to another")
 		}
 		for _, l := range more {
 			if !have[l] {
@@ -78,30 +77,25 @@ func gitlinks(index string, hashSize int) ([]string, *indexSeen, error) {
 			}
 		}
 	}
-	return links, nil, nil
+	return links, nil
 }
 
 // readIndexFile reads an index (or shared index) file: a regular file of
 // at most maxIndex bytes, never through a symlink, in one buffer of its
-// size; and what it was as it was read.
-func readIndexFile(name string) ([]byte, *indexSeen, error) {
+// size.
+func readIndexFile(name string) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer f.Close()
-	at := time.Now()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, errors.New("not a regular file")
+		return nil, errors.New("not a regular file")
 	} else if st.Size > maxIndex {
-		return nil, nil, fmt.Errorf("larger than %d bytes", maxIndex)
+		return nil, fmt.Errorf("larger than %d bytes", maxIndex)
 	}
-	data, err := readSized(f, st.Size)
-	if err != nil {
-		return nil, nil, err
-	}
-	return data, seenAs(&st, at), nil
+	return readSized(f, st.Size)
 }
 
 // readSized reads f, of size bytes when it was looked at (at most
@@ -115,46 +109,13 @@ func readSized(f *os.File, size int64) ([]byte, error) {
 	return data, nil
 }
 
-// indexSettle: an index whose change time lies less than this before it
-// was looked at is read again after a run whatever its stat says. A file
-// system keeps change times in coarse ticks (the kernel's clock tick,
-// whole seconds on some), so a change within the tick of the look could
-// leave the change time as it was.
-const indexSettle = 3 * time.Second
-
-// indexSeen is what the index was when it was read: its file, its size,
-// and its change time, which the kernel sets at every change of the
-// file's content or inode and no tool can set back — unlike its
-// modification time (utimensat). at is when it was looked at.
-type indexSeen struct {
-	dev, ino    uint64
-	size, ctime int64
-	at          time.Time
-}
-
-func seenAs(st *unix.Stat_t, at time.Time) *indexSeen {
-	return &indexSeen{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, ctime: st.Ctim.Nano(), at: at}
-}
-
-// unchanged reports whether the index at path is, beyond doubt, the one
-// seen: the same file, size and change time, a change time that had
-// settled when it was seen.
-func (s *indexSeen) unchanged(path string) bool {
-	var st unix.Stat_t
-	if s == nil || unix.Lstat(path, &st) != nil {
-		return false
-	}
-	return uint64(st.Dev) == s.dev && st.Ino == s.ino && st.Size == s.size && st.Ctim.Nano() == s.ctime &&
-		s.at.Sub(time.Unix(0, s.ctime)) >= indexSettle
-}
-
 // submodules protects the entry into every submodule the repository's
 // index names: P/.git, present or absent. git status at the workspace
 // root enters each and runs git there, which obeys that repository's
 // configuration; a tool must not make one, or redirect one.
 func (pr *protector) submodules(gitdir, top string) error {
 	hashSize := hashSizeOf(gitdir)
-	links, seen, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
+	links, err := gitlinks(filepath.Join(gitdir, "index"), hashSize)
 	if err != nil {
 		return pr.protectedErr(".git/index", "cannot be read for the submodules git enters: %v (git reset makes a new one from HEAD)", err)
 	}
@@ -174,7 +135,7 @@ func (pr *protector) submodules(gitdir, top string) error {
 			return err
 		}
 	}
-	pr.indexFile, pr.indexSeen, pr.indexTop = filepath.Join(gitdir, "index"), seen, top
+	pr.indexFile, pr.indexTop = filepath.Join(gitdir, "index"), top
 	pr.gitdir, pr.sequences = gitdir, sequencesIn(gitdir)
 	// A sequence in progress (the user stopped in a rebase): its to-do
 	// list is what the user's --continue runs. No run can go on with it
@@ -232,7 +193,7 @@ func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
 	if !isGitDir(gitdir) {
 		return nil
 	}
-	links, _, err := gitlinks(filepath.Join(gitdir, "index"), hashSizeOf(gitdir))
+	links, err := gitlinks(filepath.Join(gitdir, "index"), hashSizeOf(gitdir))
 	if err != nil {
 		return pr.protectedErr(rel+"/.git", "names an index that cannot be read for the submodules git enters: %v", err)
 	}
@@ -328,14 +289,15 @@ func (p *Protected) Quarantine() ([]string, error) {
 	if p.index == "" {
 		return nil, nil
 	}
-	links := p.gitlinks // the same index: the same submodules
-	if !p.indexSeen.unchanged(p.index) {
-		read, _, err := gitlinks(p.index, p.hashSize)
-		if err != nil {
-			return p.quarantineIndex(fmt.Sprintf("it cannot be read for the submodules git would enter (%v)", err))
-		}
-		links = p.inWorkspace(read)
+	// Read whatever its stat says: a tool's writes through a shared
+	// mapping of the index change its change time once before writeback
+	// (on tmpfs never), so an index that looks as it did can name a new
+	// submodule.
+	read, err := gitlinks(p.index, p.hashSize)
+	if err != nil {
+		return p.quarantineIndex(fmt.Sprintf("it cannot be read for the submodules git would enter (%v)", err))
 	}
+	links := p.inWorkspace(read)
 	known := make(map[string]bool, len(p.gitlinks)+len(p.nested))
 	for _, l := range p.gitlinks {
 		known[l] = true

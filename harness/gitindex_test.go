@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
@@ -46,7 +45,7 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 			os.WriteFile(filepath.Join(ws, "dir/d.txt"), []byte("d"), 0o644)
 			git("add", "-N", "dir/d.txt") // intent to add: an extended flag
 		}
-		links, _, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+		links, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
 		if err != nil {
 			t.Fatalf("version %s: %v", v, err)
 		}
@@ -62,16 +61,13 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 	if shared, _ := filepath.Glob(filepath.Join(ws, ".git", "sharedindex.*")); len(shared) == 0 {
 		t.Fatalf("git made no shared index")
 	}
-	links, seen, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+	links, err := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
 	if err != nil {
 		t.Fatalf("split index: %v", err)
 	}
 	slices.Sort(links)
 	if !slices.Equal(links, []string{"dir/sub", "split/sub", "vendor/lib"}) {
 		t.Errorf("split index: gitlinks %q", links)
-	}
-	if seen != nil {
-		t.Errorf("a split index is taken for unchanged by its own stat")
 	}
 	for _, bad := range [][]byte{nil, []byte("DIRC"), []byte("DIRC\x00\x00\x00\x09\x00\x00\x00\x01"), []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x05short")} {
 		if _, _, err := harness.ParseGitlinks(bad, 20); err == nil {
@@ -136,62 +132,6 @@ func TestGitlinksOfASHA256Repository(t *testing.T) {
 	}
 	if v, _, _ := p.Check("wsub/.git"); v != harness.InWriteLater {
 		t.Errorf("wsub/.git of a linked worktree of a SHA-256 repository: %v; want it protected\n%s", v, p)
-	}
-}
-
-// TestAnIndexIsUnchangedByItsChangeTimeAlone: the index is taken for the
-// one seen before a run only by what no tool can set back — its file, its
-// size and its change time — and only when that change time had settled
-// as it was seen. A tool can give a rewritten index its old inode, size
-// and modification time.
-func TestAnIndexIsUnchangedByItsChangeTimeAlone(t *testing.T) {
-	ws := t.TempDir()
-	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
-		t.Skipf("git: %v %s", err, out)
-	}
-	os.WriteFile(filepath.Join(ws, "a"), []byte("a"), 0o644)
-	if out, err := exec.Command("git", "-C", ws, "add", "a").CombinedOutput(); err != nil {
-		t.Fatalf("git add: %v %s", err, out)
-	}
-	index := filepath.Join(ws, ".git", "index")
-	old, err := os.ReadFile(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rewrite := func() {
-		st, err := os.Stat(index)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The same bytes, in place, and the modification time set back.
-		if err := os.WriteFile(index, old, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(index, st.ModTime(), st.ModTime()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range []struct {
-		name   string
-		after  time.Duration
-		change func()
-		want   bool
-	}{
-		{"untouched, settled", 4 * time.Second, func() {}, true},
-		{"untouched, changed just before it was seen", 0, func() {}, false},
-		{"rewritten in place, mtime set back", 4 * time.Second, rewrite, false},
-		{"replaced", 4 * time.Second, func() {
-			os.WriteFile(index+".new", old, 0o644)
-			os.Rename(index+".new", index)
-		}, false},
-	} {
-		got, err := harness.IndexUnchanged(index, c.after, c.change)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != c.want {
-			t.Errorf("%s: unchanged = %v, want %v", c.name, got, c.want)
-		}
 	}
 }
 
@@ -273,7 +213,7 @@ func TestAQuarantineAToolMadeUnsearchableStillHolds(t *testing.T) {
 			})
 			os.Chmod(filepath.Join(ws, ".git"), 0o755) // what the user does next
 			_, entry := os.Lstat(filepath.Join(ws, "sub", ".git"))
-			links, _, ierr := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
+			links, ierr := harness.Gitlinks(filepath.Join(ws, ".git", "index"), 20)
 			if entry == nil && ierr == nil && slices.Contains(links, "sub") {
 				t.Errorf("once .git is searchable again, git enters sub: sub/.git and the index naming it both stayed (notes %q, err %v)", notes, err)
 			}

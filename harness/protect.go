@@ -66,7 +66,6 @@ type Protected struct {
 	// The root repository's index and the submodules it named when the
 	// set was found ([Protected.Quarantine]).
 	index     string
-	indexSeen *indexSeen
 	indexTop  string // the work tree its entries' paths are relative to
 	hashSize  int
 	gitlinks  []string           // relative to the workspace
@@ -257,7 +256,7 @@ func (c Config) Protect(root string) (*Protected, error) {
 		return strings.Compare(a.Rel, b.Rel)
 	})
 	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
-		index: pr.indexFile, indexSeen: pr.indexSeen, indexTop: pr.indexTop, hashSize: pr.hashSize,
+		index: pr.indexFile, indexTop: pr.indexTop, hashSize: pr.hashSize,
 		gitlinks: pr.gitlinks, nested: pr.nested, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
 		seen: make(map[string]kind, len(pr.paths))}
 	for _, q := range pr.paths {
@@ -333,7 +332,6 @@ type protector struct {
 	// The root repository's index and its gitlinks, when the repository
 	// is the workspace's own.
 	indexFile string
-	indexSeen *indexSeen
 	indexTop  string
 	entries   map[string]entryID
 	nested    []string

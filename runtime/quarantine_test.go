@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
@@ -374,4 +375,93 @@ func TestGitlinksThatWouldStopLaterRunsTakeTheIndex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mmapFlip is a tool's Python that maps .git/index shared and writable
+// and makes the entry name's mode 160000 (a gitlink) through the mapping
+// — the size unchanged, and git status checks no checksum. On tmpfs no
+// write through a mapping changes the file's ctime; elsewhere only the
+// first one before writeback does. ready, if not "", is touched once the
+// mapping is dirty, and the flip waits for the file go.
+func mmapFlip(name, ready, goFile string) string {
+	wait := ""
+	if ready != "" {
+		wait = fmt.Sprintf(`m[0:1] = m[0:1]
+open(%q, "w").close()
+t = time.time()
+while not os.path.exists(%q) and time.time() - t < 20: time.sleep(0.05)
+`, ready, goFile)
+	}
+	return fmt.Sprintf(`python3 -c '
+import mmap, os, struct, time
+f = open(".git/index", "r+b")
+m = mmap.mmap(f.fileno(), 0)
+%si = m.find(b"%s\0", 12)
+m[i-62+24:i-62+28] = struct.pack(">I", 0o160000)
+print("FLIPPED", flush=True)'`, wait, name)
+}
+
+// TestAGitlinkWrittenThroughAMappingIsQuarantined: the index is read after
+// every run, whatever its stat says. A tool's write through a shared
+// mapping of .git/index leaves its change time as it was — on tmpfs
+// always, elsewhere once the mapping's page is dirty — so an index with a
+// gitlink flipped in that way passed for unchanged, and the host's git
+// entered the repository the tool planted there.
+func TestAGitlinkWrittenThroughAMappingIsQuarantined(t *testing.T) {
+	needProgram(t, "python3")
+	t.Run("tmpfs", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("mounting a tmpfs for the workspace needs root (the root lane runs this)")
+		}
+		substrates(t, func(t *testing.T, sub string) {
+			b := base(t)
+			mountTmpfs(t, b)
+			ws := workspace(t, b)
+			gitRepo(t, ws)
+			// Below the top level: on Landlock nothing is made there.
+			os.Mkdir(filepath.Join(ws, "d"), 0o755)
+			hostGit(t, ws, "update-index", "--add", "--cacheinfo", "100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,d/X")
+			time.Sleep(3500 * time.Millisecond) // its change time settled, as an index a user has not touched for a while
+			marker := filepath.Join(b, "pwned")
+			res := run(t, newPolicy(ws), plantSub("d/X", marker)+" ; "+mmapFlip("d/X", "", ""), on(sub))
+			// On every substrate the index itself can be written in place
+			// (on Landlock git's own writes fail: they make index.lock).
+			if !strings.Contains(res.Stdout, "FLIPPED") {
+				t.Fatalf("the tool did not flip the entry (the test proves nothing): %s %s", res.Stdout, res.Stderr)
+			}
+			if !strings.Contains(hostGit(t, ws, "ls-files", "-s", "d/X"), "160000") {
+				t.Fatal("the host's git does not see d/X as a submodule (the test proves nothing)")
+			}
+			t.Logf("%s: %q", sub, res.Notes)
+			afterGit(t, ws, marker)
+		})
+	})
+	t.Run("beside another run", func(t *testing.T) {
+		needBwrap(t)
+		// Run A dirties its mapping, run B starts and reads the index
+		// (settled) 3.5 s later, A flips X and ends, B plants X/.git.
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		marker := filepath.Join(b, "pwned")
+		scriptA := "git update-index --add --cacheinfo 100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,X && " + mmapFlip("X", "a-ready", "b-started")
+		scriptB := "touch b-started; sleep 2; " + plantSub("X", marker)
+		var wg sync.WaitGroup
+		var resA runtime.Result
+		wg.Go(func() { resA = run(t, newPolicy(ws), scriptA) })
+		for i := 0; i < 2000; i++ {
+			if _, err := os.Stat(filepath.Join(ws, "a-ready")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(3500 * time.Millisecond)
+		resB := run(t, newPolicy(ws), scriptB)
+		wg.Wait()
+		if !strings.Contains(resA.Stdout, "FLIPPED") {
+			t.Fatalf("run A did not flip the entry: %s %s", resA.Stdout, resA.Stderr)
+		}
+		t.Logf("B: %s %s %q", resB.Stdout, resB.Stderr, resB.Notes)
+		afterGit(t, ws, marker)
+	})
 }
