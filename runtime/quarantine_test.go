@@ -66,8 +66,10 @@ open(".git/index", "wb").write(data)
 // version 2 entry with extended flags, a gitlink named by an absolute
 // path or reached through a symlink, a name whose NUL is not one, two
 // IEOT extensions — still has it moved out of git's way (or the index
-// with it), on every substrate. (On landlock no tool can write .git: the
-// writes fail there.)
+// with it), on every substrate. (On landlock git's own writes of .git
+// fail — it makes index.lock, and nothing can be made there — while an
+// existing file such as the index can still be written in place:
+// TestAGitlinkWrittenThroughAMappingIsQuarantined.)
 func TestAnIndexOnlyGitCanReadIsNoWayIn(t *testing.T) {
 	needProgram(t, "python3")
 	substrates(t, func(t *testing.T, sub string) {
