@@ -150,7 +150,53 @@ func (pr *protector) submodules(gitdir, top string) error {
 		}
 	}
 	pr.hashSize = hashSize
+	// A submodule whose gitfile names a git directory in the work tree
+	// (a clone with --separate-git-dir there, a linked worktree of a
+	// repository in the workspace) is obeyed from that directory, which
+	// the entry's protection does not cover: protected as the root's.
+	for _, rel := range append(slices.Clip(pr.gitlinks), pr.nested...) {
+		if err := pr.submoduleGitDir(filepath.Join(pr.root, filepath.FromSlash(rel))); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// submoduleGitDir protects the git directory the submodule at abs uses
+// when its .git is a gitfile naming one inside the workspace that no
+// read-only path covers yet (one under the root's .git/modules is).
+func (pr *protector) submoduleGitDir(abs string) error {
+	dotgit := filepath.Join(abs, ".git")
+	fi, err := os.Lstat(dotgit)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil // absent, or a directory: the entry's protection is all of it
+	}
+	target, err := readGitfile(dotgit)
+	if err != nil {
+		return nil // git cannot enter it either
+	}
+	rel, inside := pr.rel(target)
+	if !inside || rel == "" || pr.covered(rel) {
+		return nil
+	}
+	if !isGitDir(target) {
+		// Named but not a git directory yet: git refuses to enter it
+		// until it is one, so no tool may make it one.
+		pr.add(Path{Rel: rel, Dir: true, Reason: whyGitfileTarget})
+		return nil
+	}
+	return pr.gitDir(target, abs)
+}
+
+// covered reports whether a read-only directory already protected holds
+// rel.
+func (pr *protector) covered(rel string) bool {
+	for _, o := range pr.paths {
+		if o.Mode == ReadOnly && o.Dir && (rel == o.Rel || strings.HasPrefix(rel, o.Rel+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // submoduleEntry protects the entry of the submodule at abs (rel in the

@@ -467,3 +467,26 @@ func TestAGitlinkWrittenThroughAMappingIsQuarantined(t *testing.T) {
 		afterGit(t, ws, marker)
 	})
 }
+
+// TestASubmodulesGitDirInTheWorkTreeIsProtected: a submodule whose .git
+// file names a git directory in the work tree (a clone with
+// --separate-git-dir there) is obeyed from that directory; its
+// configuration is the root's to protect, not only the entry. A tool that
+// appended core.fsmonitor to it made the host's git status run it.
+func TestASubmodulesGitDirInTheWorkTreeIsProtected(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
+		hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
+		head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
+		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+		marker := filepath.Join(b, "pwned")
+		res := run(t, newPolicy(ws), fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> gits/P/config && echo WROTE`, plantCommand(marker)), on(sub))
+		if strings.Contains(res.Stdout, "WROTE") {
+			t.Errorf("%s: a tool wrote the configuration of a submodule's git directory", sub)
+		}
+		afterGit(t, ws, marker)
+	})
+}
