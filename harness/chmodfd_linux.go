@@ -2,7 +2,6 @@ package harness
 
 import (
 	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,19 +16,4 @@ func openNoFollow(dirfd int, name string) (int, error) {
 // refuses one; the descriptor's /proc link is that file, not a path).
 func chmodFd(fd int, mode uint32) error {
 	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode)
-}
-
-// bornAt returns when the file at path (not followed) was made: its birth
-// time where the file system keeps one, else its change time, which is no
-// earlier.
-func bornAt(path string) (time.Time, bool) {
-	var stx unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_CTIME, &stx) != nil {
-		return time.Time{}, false
-	}
-	t := stx.Ctime
-	if stx.Mask&unix.STATX_BTIME != 0 {
-		t = stx.Btime
-	}
-	return time.Unix(t.Sec, int64(t.Nsec)), true
 }

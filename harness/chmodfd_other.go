@@ -3,8 +3,6 @@
 package harness
 
 import (
-	"time"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -17,13 +15,3 @@ func openNoFollow(dirfd int, name string) (int, error) {
 
 // chmodFd sets the mode of the open file fd.
 func chmodFd(fd int, mode uint32) error { return unix.Fchmod(fd, mode) }
-
-// bornAt returns the change time of the file at path (not followed), no
-// earlier than its birth.
-func bornAt(path string) (time.Time, bool) {
-	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil {
-		return time.Time{}, false
-	}
-	return time.Unix(st.Ctim.Unix()), true
-}

@@ -521,40 +521,53 @@ func editIndex(args string) string {
 // submodules whose entry another run going on may have made.
 func TestASubmoduleHandedBetweenRunsIsQuarantined(t *testing.T) {
 	substrates(t, func(t *testing.T, sub string) {
-		b := base(t)
-		ws := workspace(t, b)
-		gitRepo(t, ws)
-		os.Mkdir(filepath.Join(ws, "d"), 0o755)
-		os.Mkdir(filepath.Join(ws, "e"), 0o755) // on Landlock nothing is made at the top level
-		marker := filepath.Join(b, "pwned")
-		// By hand: on Landlock git init fails (no chmod).
-		plant := fmt.Sprintf(`mkdir -p d/X/.git/objects d/X/.git/refs/heads && echo 'ref: refs/heads/main' > d/X/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > d/X/.git/config && echo 0123456789012345678901234567890123456789 > e/xsha`, plantCommand(marker))
-		scriptA := plant + ` && ` + editIndex(`--add --cacheinfo 160000,$(cat e/xsha),d/X`) + ` && touch e/a-ready
+		for _, shape := range []string{"made", "an old directory renamed"} {
+			t.Run(shape, func(t *testing.T) { handedBetweenRuns(t, sub, shape == "made") })
+		}
+	})
+}
+
+func handedBetweenRuns(t *testing.T, sub string, made bool) {
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "d"), 0o755)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755) // on Landlock nothing is made at the top level
+	// A directory of the user's, made well before the runs: its birth
+	// time is older than theirs.
+	os.Mkdir(filepath.Join(ws, "d", "old"), 0o755)
+	time.Sleep(50 * time.Millisecond)
+	marker := filepath.Join(b, "pwned")
+	// By hand: on Landlock git init fails (no chmod).
+	plant := fmt.Sprintf(`mkdir -p d/X/.git/objects d/X/.git/refs/heads && echo 'ref: refs/heads/main' > d/X/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > d/X/.git/config && echo 0123456789012345678901234567890123456789 > e/xsha`, plantCommand(marker))
+	if !made {
+		plant = "mkdir d/X && mv d/old d/X/.git && " + plant
+	}
+	scriptA := plant + ` && ` + editIndex(`--add --cacheinfo 160000,$(cat e/xsha),d/X`) + ` && touch e/a-ready
 i=0; while [ ! -e e/b-started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 ` + editIndex(`--force-remove d/X`) + ` && echo REMOVED`
-		scriptB := `touch e/b-started; i=0; while [ ! -e e/a-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+	scriptB := `touch e/b-started; i=0; while [ ! -e e/a-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 ` + editIndex(`--add --cacheinfo 160000,$(cat e/xsha),d/X`) + ` && echo READDED`
-		var wg sync.WaitGroup
-		var resA, resB runtime.Result
-		aDone := make(chan struct{})
-		wg.Go(func() { defer close(aDone); resA = run(t, newPolicy(ws), scriptA, on(sub)) })
-		if !waitFile(filepath.Join(ws, "e", "a-ready")) {
-			<-aDone
-			t.Fatalf("run A did not get ready: %q %q", resA.Stdout, resA.Stderr)
-		}
-		wg.Go(func() { resB = run(t, newPolicy(ws), scriptB, on(sub)) })
-		<-aDone // A is over, its quarantine taken
-		os.WriteFile(filepath.Join(ws, "e", "a-over"), nil, 0o644)
-		wg.Wait()
-		if !strings.Contains(resA.Stdout, "REMOVED") || !strings.Contains(resB.Stdout, "READDED") {
-			t.Fatalf("the runs did not do their part (the test proves nothing): A %q %q, B %q %q", resA.Stdout, resA.Stderr, resB.Stdout, resB.Stderr)
-		}
-		if _, err := os.Stat(marker); err == nil {
-			t.Fatal("the marker exists before the host's git ran (the test proves nothing)")
-		}
-		t.Logf("%s: B's notes %q", sub, resB.Notes)
-		afterGit(t, ws, marker)
-	})
+	var wg sync.WaitGroup
+	var resA, resB runtime.Result
+	aDone := make(chan struct{})
+	wg.Go(func() { defer close(aDone); resA = run(t, newPolicy(ws), scriptA, on(sub)) })
+	if !waitFile(filepath.Join(ws, "e", "a-ready")) {
+		<-aDone
+		t.Fatalf("run A did not get ready: %q %q", resA.Stdout, resA.Stderr)
+	}
+	wg.Go(func() { resB = run(t, newPolicy(ws), scriptB, on(sub)) })
+	<-aDone // A is over, its quarantine taken
+	os.WriteFile(filepath.Join(ws, "e", "a-over"), nil, 0o644)
+	wg.Wait()
+	if !strings.Contains(resA.Stdout, "REMOVED") || !strings.Contains(resB.Stdout, "READDED") {
+		t.Fatalf("the runs did not do their part (the test proves nothing): A %q %q, B %q %q", resA.Stdout, resA.Stderr, resB.Stdout, resB.Stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the marker exists before the host's git ran (the test proves nothing)")
+	}
+	t.Logf("%s: B's notes %q", sub, resB.Notes)
+	afterGit(t, ws, marker)
 }
 
 // TestAUsersSubmoduleStaysWhenRunsOverlap: the distrust of submodules
