@@ -2,9 +2,7 @@
 
 package harness
 
-import (
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // openNoFollow opens name (relative to dirfd) for a change of its mode,
 // never following a symlink (a file without read permission cannot be

@@ -162,56 +162,6 @@ func (pr *protector) submodules(gitdir, top string) error {
 	return nil
 }
 
-// DistrustSince takes back the trust the protected set gave each
-// submodule the index named as it was found — that it is the user's, to
-// be passed by after a run while its entry is the same file — from those
-// whose entry (P/.git) changed at or after since: the start of another
-// run of the workspace going on now ([placeholder.Session.OthersSince]),
-// whose command may have made it and entered it in the index. Its change
-// time, not its birth: a directory made long before, renamed into place
-// and filled, keeps its birth time. At the end of this run they are new
-// ones: their entries are moved out of git's way (an embedded .git
-// directory of the user's that the host's git wrote in meanwhile too).
-// Two runs at once handed one over otherwise: the first's command entered
-// a repository of its own and, once the second had started, took it out
-// of the index before it ended; the second's put it back. It returns the
-// submodules taken back.
-func (p *Protected) DistrustSince(since time.Time) []string {
-	if since.IsZero() || p == nil {
-		return nil
-	}
-	var taken []string
-	keep := func(rel string) bool {
-		changed, ok := changedAt(filepath.Join(p.root, filepath.FromSlash(rel), ".git"))
-		if ok && !changed.Before(since) {
-			taken = append(taken, rel)
-			return false
-		}
-		return true
-	}
-	p.gitlinks = slices.DeleteFunc(slices.Clone(p.gitlinks), func(rel string) bool { return !keep(rel) })
-	for _, rel := range p.nested {
-		if !keep(rel) {
-			if p.distrusted == nil {
-				p.distrusted = map[string]bool{}
-			}
-			p.distrusted[rel] = true // still looked at after the run, as a new one
-		}
-	}
-	return taken
-}
-
-// changedAt returns the change time of the file at path (not followed):
-// set by its making, by a rename of it and by every change of it or of
-// its entries, and never set back.
-func changedAt(path string) (time.Time, bool) {
-	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil {
-		return time.Time{}, false
-	}
-	return time.Unix(st.Ctim.Unix()), true
-}
-
 // submoduleGitDir protects the git directory the submodule at abs uses
 // when its .git is a gitfile naming one inside the workspace that no
 // read-only path covers yet (one under the root's .git/modules is).
@@ -419,7 +369,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 	// The submodules' own submodules: their indexes no run could write,
 	// their entries checked as those of the root's.
 	for _, l := range p.nested {
-		known[l] = !p.distrusted[l]
+		known[l] = true
 	}
 	links = append(slices.Clip(links), p.nested...)
 	if len(links) == 0 {

@@ -88,9 +88,6 @@ type Session struct {
 	recordAt string   // its path
 	manifest *os.File
 
-	workspace string // the workspace, as recorded
-	activeDir string // the registry of the runs going on
-
 	mu       sync.Mutex
 	created  []Entry
 	ended    bool
@@ -152,7 +149,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s for the run lock: %w", workspace, err)
 	}
-	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse, workspace: workspace, activeDir: active}
+	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
 	if s.active, s.recordAt, err = record(active, workspace, id); err != nil {
@@ -499,52 +496,6 @@ func (s *Session) Note(processes ...string) error {
 	}
 	_, err := s.active.WriteString(b.String())
 	return err
-}
-
-// OthersSince returns when the earliest of the other runs of the
-// session's workspace going on now began — as the registry of runs of
-// this state directory records them: the time of a run's record, written
-// before its command could start — or the zero time when none is. skip,
-// if not nil, leaves out the sessions it names (a sandbox made ahead whose
-// command has not been given: nothing of it has run). Runs of another
-// user or state directory are not in the registry.
-func (s *Session) OthersSince(skip func(id string) bool) time.Time {
-	names, err := readNames(s.activeDir)
-	if err != nil {
-		return time.Time{}
-	}
-	var since time.Time
-	for _, n := range names {
-		if !strings.HasPrefix(n, "r-") || n == filepath.Base(s.recordAt) {
-			continue
-		}
-		id := strings.TrimPrefix(n, "r-")
-		if skip != nil && skip(id) {
-			continue
-		}
-		f, err := dirfd.OpenFile(filepath.Join(s.activeDir, n), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			f.Close() // its run is over (its sweep is runningWithin's)
-			continue
-		}
-		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
-		var st unix.Stat_t
-		statErr := unix.Fstat(int(f.Fd()), &st)
-		f.Close()
-		if ws, _, _ := strings.Cut(string(data), "\x00"); ws != s.workspace || statErr != nil {
-			continue
-		}
-		// The record is written over as its run begins, and noted in once
-		// more before its command is let start: its modification time is
-		// no later than anything that command did.
-		if at := time.Unix(st.Mtim.Unix()); since.IsZero() || at.Before(since) {
-			since = at
-		}
-	}
-	return since
 }
 
 // ID names the session's run among the runs of its state directory: a

@@ -170,10 +170,6 @@ func (s *Sandbox) build(environ []string) error {
 		if s.protected, err = p.harness.Protect(ws); err != nil {
 			return err
 		}
-		// Submodules another run going on may have entered are not the
-		// user's: new ones after this run (a sandbox made ahead, its
-		// command not given yet, has run nothing).
-		s.protected.DistrustSince(s.session.OthersSince(idleAhead))
 		if pins, protected, err = s.protect(); err != nil {
 			return err
 		}

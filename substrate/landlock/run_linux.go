@@ -138,9 +138,6 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		if prot, err = h.Protect(ws); err != nil {
 			return substrate.Outcome{}, nil, err
 		}
-		// Submodules another run going on may have entered are not the
-		// user's: new ones after this run.
-		prot.DistrustSince(sess.OthersSince(nil))
 		cfg.Spine, cfg.Protected = spineOf(prot)
 	}
 	grp, err := p.Limits.Start(helperProcesses)
