@@ -162,6 +162,84 @@ func (pr *protector) submodules(gitdir, top string) error {
 	return nil
 }
 
+// Known returns the submodules the protected set trusts as the user's —
+// those the index named as it was found, less what [Protected.TrustOnly]
+// took back — with their entries as they were: a line each, "path TAB
+// device TAB inode" ("-" for an absent entry), for the other runs of the
+// workspace to hold theirs against.
+func (p *Protected) Known() []byte {
+	var b strings.Builder
+	line := func(rel string) {
+		id, ok := p.entries[rel]
+		if ok {
+			fmt.Fprintf(&b, "%s\t%d\t%d\n", rel, id.dev, id.ino)
+		} else {
+			fmt.Fprintf(&b, "%s\t-\t-\n", rel)
+		}
+	}
+	for _, rel := range p.gitlinks {
+		line(rel)
+	}
+	for _, rel := range p.nested {
+		if !p.distrusted[rel] {
+			line(rel)
+		}
+	}
+	return []byte(b.String())
+}
+
+// TrustOnly takes back the trust the protected set gave each submodule
+// the index named as it was found — that it is the user's, passed by
+// after a run while its entry is the same file — unless every other run
+// of the workspace going on now trusted it too, with the same entry
+// (others: what each kept of [Protected.Known]). Those taken back are new
+// ones at the end of this run: their entries are moved out of git's way.
+// Two runs at once handed a submodule over otherwise: the first's command
+// entered a repository in the index (one it made, or one an earlier run
+// left untracked) and took it out before it ended, once the second had
+// started and taken it for the user's; the second's put it back. The
+// caller reads the index (Protect) before it looks for the others' sets:
+// a run that has kept none yet has let no command start. It returns the
+// submodules taken back.
+func (p *Protected) TrustOnly(others [][]byte) []string {
+	if p == nil || len(others) == 0 {
+		return nil
+	}
+	sets := make([]map[string]string, len(others))
+	for i, o := range others {
+		sets[i] = map[string]string{}
+		for _, l := range strings.Split(string(o), "\n") {
+			if rel, id, ok := strings.Cut(l, "\t"); ok {
+				sets[i][rel] = id
+			}
+		}
+	}
+	var taken []string
+	trusted := func(rel string) bool {
+		id := "-\t-"
+		if e, ok := p.entries[rel]; ok {
+			id = fmt.Sprintf("%d\t%d", e.dev, e.ino)
+		}
+		for _, set := range sets {
+			if set[rel] != id {
+				taken = append(taken, rel)
+				return false
+			}
+		}
+		return true
+	}
+	p.gitlinks = slices.DeleteFunc(slices.Clone(p.gitlinks), func(rel string) bool { return !trusted(rel) })
+	for _, rel := range p.nested {
+		if !p.distrusted[rel] && !trusted(rel) {
+			if p.distrusted == nil {
+				p.distrusted = map[string]bool{}
+			}
+			p.distrusted[rel] = true // still looked at after the run, as a new one
+		}
+	}
+	return taken
+}
+
 // submoduleGitDir protects the git directory the submodule at abs uses
 // when its .git is a gitfile naming one inside the workspace that no
 // read-only path covers yet (one under the root's .git/modules is).
@@ -369,7 +447,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 	// The submodules' own submodules: their indexes no run could write,
 	// their entries checked as those of the root's.
 	for _, l := range p.nested {
-		known[l] = true
+		known[l] = !p.distrusted[l]
 	}
 	links = append(slices.Clip(links), p.nested...)
 	if len(links) == 0 {

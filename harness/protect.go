@@ -65,15 +65,18 @@ type Protected struct {
 	paths []Path
 	// The root repository's index and the submodules it named when the
 	// set was found ([Protected.Quarantine]).
-	index     string
-	indexTop  string // the work tree its entries' paths are relative to
-	hashSize  int
-	gitlinks  []string           // relative to the workspace
-	nested    []string           // the submodules of those, and theirs
-	entries   map[string]entryID // the P/.git of both, where there was one
-	gitdir    string             // the git directory of that repository
-	sequences []string           // the sequenceDirs in it then
-	registry  string
+	index    string
+	indexTop string // the work tree its entries' paths are relative to
+	hashSize int
+	gitlinks []string // relative to the workspace
+	nested   []string // the submodules of those, and theirs
+	// distrusted are nested ones another run going on did not trust
+	// ([Protected.TrustOnly]): new ones after the run.
+	distrusted map[string]bool
+	entries    map[string]entryID // the P/.git of both, where there was one
+	gitdir     string             // the git directory of that repository
+	sequences  []string           // the sequenceDirs in it then
+	registry   string
 	// seen is what each path of the set was as Protect looked for
 	// symlinks on the way to it ([Protected.Seen]).
 	seen map[string]kind

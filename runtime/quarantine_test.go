@@ -493,3 +493,121 @@ func TestASubmodulesGitDirInTheWorkTreeIsProtected(t *testing.T) {
 		afterGit(t, ws, marker)
 	})
 }
+
+// waitFile waits for name to exist (20 s at most).
+func waitFile(name string) bool {
+	for range 2000 {
+		if _, err := os.Stat(name); err == nil {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// editIndex is a tool's shell that changes the index with git update-index
+// ARGS and writes the result over .git/index in place (no index.lock: on
+// Landlock nothing can be made in .git, an existing file can be written).
+func editIndex(args string) string {
+	return `cp .git/index e/idx && GIT_INDEX_FILE=$PWD/e/idx git update-index ` + args + ` && cat e/idx > .git/index && rm e/idx`
+}
+
+// TestASubmoduleHandedBetweenRunsIsQuarantined: two runs of one workspace
+// at once. A's command makes d/X/.git (core.fsmonitor its own) and enters
+// d/X in the index; B starts and finds d/X named there; A takes it out of
+// the index and ends (its quarantine sees nothing new); B puts it back and
+// ends. B took d/X for the user's submodule and passed it by, and the
+// host's git status ran A's command — unless a run trusts only what every
+// other run going on trusted at its start.
+func TestASubmoduleHandedBetweenRunsIsQuarantined(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		for _, shape := range []string{"made", "an old directory renamed", "an earlier run's"} {
+			t.Run(shape, func(t *testing.T) { handedBetweenRuns(t, sub, shape) })
+		}
+	})
+}
+
+func handedBetweenRuns(t *testing.T, sub, shape string) {
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "d"), 0o755)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755) // on Landlock nothing is made at the top level
+	// A directory of the user's, made well before the runs: its birth
+	// time is older than theirs.
+	os.Mkdir(filepath.Join(ws, "d", "old"), 0o755)
+	time.Sleep(50 * time.Millisecond)
+	marker := filepath.Join(b, "pwned")
+	// By hand: on Landlock git init fails (no chmod).
+	plant := fmt.Sprintf(`mkdir -p d/X/.git/objects d/X/.git/refs/heads && echo 'ref: refs/heads/main' > d/X/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > d/X/.git/config && echo 0123456789012345678901234567890123456789 > e/xsha`, plantCommand(marker))
+	switch shape {
+	case "an old directory renamed":
+		plant = "mkdir d/X && mv d/old d/X/.git && " + plant
+	case "an earlier run's":
+		// A run before both leaves the repository untracked: nothing to
+		// quarantine then. A only enters it in the index.
+		res := run(t, newPolicy(ws), plant+" && echo MADE", on(sub))
+		if !strings.Contains(res.Stdout, "MADE") {
+			t.Fatalf("the earlier run did not make the repository: %q %q", res.Stdout, res.Stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+		plant = "true"
+	}
+	scriptA := plant + ` && ` + editIndex(`--add --cacheinfo 160000,$(cat e/xsha),d/X`) + ` && touch e/a-ready
+i=0; while [ ! -e e/b-started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--force-remove d/X`) + ` && echo REMOVED`
+	scriptB := `touch e/b-started; i=0; while [ ! -e e/a-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,$(cat e/xsha),d/X`) + ` && echo READDED`
+	var wg sync.WaitGroup
+	var resA, resB runtime.Result
+	aDone := make(chan struct{})
+	wg.Go(func() { defer close(aDone); resA = run(t, newPolicy(ws), scriptA, on(sub)) })
+	if !waitFile(filepath.Join(ws, "e", "a-ready")) {
+		<-aDone
+		t.Fatalf("run A did not get ready: %q %q", resA.Stdout, resA.Stderr)
+	}
+	wg.Go(func() { resB = run(t, newPolicy(ws), scriptB, on(sub)) })
+	<-aDone // A is over, its quarantine taken
+	os.WriteFile(filepath.Join(ws, "e", "a-over"), nil, 0o644)
+	wg.Wait()
+	if !strings.Contains(resA.Stdout, "REMOVED") || !strings.Contains(resB.Stdout, "READDED") {
+		t.Fatalf("the runs did not do their part (the test proves nothing): A %q %q, B %q %q", resA.Stdout, resA.Stderr, resB.Stdout, resB.Stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the marker exists before the host's git ran (the test proves nothing)")
+	}
+	t.Logf("%s: B's notes %q", sub, resB.Notes)
+	afterGit(t, ws, marker)
+}
+
+// TestAUsersSubmoduleStaysWhenRunsOverlap: a submodule every run going on
+// trusted stays the user's — it stays where it is when runs overlap.
+func TestAUsersSubmoduleStaysWhenRunsOverlap(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	p := filepath.Join(ws, "P")
+	os.Mkdir(p, 0o755)
+	gitRepo(t, p)
+	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+	before, err := os.Stat(filepath.Join(p, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the user's, made a while before the runs
+	var wg sync.WaitGroup
+	var resA runtime.Result
+	wg.Go(func() { resA = run(t, newPolicy(ws), "sleep 1") })
+	time.Sleep(300 * time.Millisecond)
+	resB := run(t, newPolicy(ws), "true")
+	wg.Wait()
+	after, err := os.Stat(filepath.Join(p, ".git"))
+	if err != nil || !os.SameFile(before, after) {
+		t.Fatalf("P/.git is not the user's any more (%v); notes %q %q", err, resA.Notes, resB.Notes)
+	}
+	if len(resA.Notes)+len(resB.Notes) > 0 {
+		t.Errorf("notes %q %q", resA.Notes, resB.Notes)
+	}
+}

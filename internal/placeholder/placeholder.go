@@ -87,6 +87,10 @@ type Session struct {
 	active   *os.File // this run's record in the registry of runs, held locked
 	recordAt string   // its path
 	manifest *os.File
+	kept     string // this run's kept file ([Session.Keep]), or ""
+
+	workspace string // the workspace, as recorded
+	activeDir string // the registry of the runs going on
 
 	mu       sync.Mutex
 	created  []Entry
@@ -149,7 +153,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s for the run lock: %w", workspace, err)
 	}
-	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse}
+	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse, workspace: workspace, activeDir: active}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
 	if s.active, s.recordAt, err = record(active, workspace, id); err != nil {
@@ -498,6 +502,75 @@ func (s *Session) Note(processes ...string) error {
 	return err
 }
 
+// Keep leaves data where the other runs of the workspace going on now
+// and from now on find it ([Session.OthersKept]) until the session ends:
+// in the state directory, written whole (a file renamed into place).
+func (s *Session) Keep(data []byte) error {
+	name := filepath.Join(s.dir, "known-"+s.ID())
+	tmp := name + ".t"
+	f, err := dirfd.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	s.mu.Lock()
+	s.kept = name
+	s.mu.Unlock()
+	return nil
+}
+
+// OthersKept returns what the other runs of the session's workspace going
+// on now kept ([Session.Keep]) — as the registry of runs of this state
+// directory lists them; runs of another user or state directory are not
+// in it. A run that has kept nothing yet is left out, and so are the
+// sessions skip names (a sandbox made ahead whose command has not been
+// given: nothing of it has run).
+func (s *Session) OthersKept(skip func(id string) bool) [][]byte {
+	names, err := readNames(s.activeDir)
+	if err != nil {
+		return nil
+	}
+	var out [][]byte
+	for _, n := range names {
+		if !strings.HasPrefix(n, "r-") || n == filepath.Base(s.recordAt) {
+			continue
+		}
+		id := strings.TrimPrefix(n, "r-")
+		if skip != nil && skip(id) {
+			continue
+		}
+		f, err := dirfd.OpenFile(filepath.Join(s.activeDir, n), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			f.Close() // its run is over (its sweep is runningWithin's)
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+		f.Close()
+		if ws, _, _ := strings.Cut(string(data), "\x00"); ws != s.workspace {
+			continue
+		}
+		kept, err := os.ReadFile(filepath.Join(s.dir, "known-"+id))
+		if err != nil {
+			continue
+		}
+		out = append(out, kept)
+	}
+	return out
+}
+
 // ID names the session's run among the runs of its state directory: a
 // random name, which a run can give what it starts, for a later run to
 // tell what a killed one left ([Abandoned]).
@@ -508,6 +581,10 @@ func (s *Session) ID() string { return strings.TrimPrefix(filepath.Base(s.record
 // that no one sees it as a run's record unlocked), or goes when the
 // registry has spares enough.
 func (s *Session) release() {
+	if s.kept != "" {
+		os.Remove(s.kept)
+		s.kept = ""
+	}
 	if s.active != nil {
 		keep := false
 		if dir := filepath.Dir(s.recordAt); len(withPrefix(dir, "s-")) < maxSpares {

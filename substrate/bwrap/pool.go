@@ -363,9 +363,17 @@ func (p *Pool) take(key string) *waiting {
 	}
 	if found != nil {
 		found.expire.Stop()
+		aheadIdle.Delete(found.r.sb.runID()) // its command is about to be given
 	}
 	return found
 }
+
+// aheadIdle holds the session IDs of the sandboxes pools made ahead whose
+// command has not been given: nothing of them has run
+// ([placeholder.Session.OthersKept]).
+var aheadIdle sync.Map
+
+func idleAhead(id string) bool { _, ok := aheadIdle.Load(id); return ok }
 
 // call runs the script in the pooled sandbox w, and says what happened
 // as [Run] does. ok false: w was no longer waiting untouched (its command
@@ -473,6 +481,15 @@ func (p *Pool) fill(s Spec) (err error) {
 		return err
 	}
 	sb := &Sandbox{policy: fs.Policy, env: fs.Policy.Environment(fs.Environ)}
+	// Idle until a call takes it: the runs that start meanwhile do not
+	// hold what it trusts against theirs.
+	id := sb.runID()
+	aheadIdle.Store(id, true)
+	defer func() {
+		if err != nil {
+			aheadIdle.Delete(id)
+		}
+	}()
 	if err := sb.build(fs.Environ); err != nil {
 		sb.Close()
 		return err
@@ -603,6 +620,7 @@ func (p *Pool) discard(w *waiting) {
 	if w.expire != nil {
 		w.expire.Stop()
 	}
+	aheadIdle.Delete(w.r.sb.runID())
 	w.script.Close()
 	if w.stdin != nil {
 		w.stdin.Close()

@@ -170,6 +170,14 @@ func (s *Sandbox) build(environ []string) error {
 		if s.protected, err = p.harness.Protect(ws); err != nil {
 			return err
 		}
+		// The submodules trusted as the user's are those every other run
+		// going on trusts too (a sandbox made ahead, its command not
+		// given, has run nothing); kept for the runs that start later,
+		// before this one's command can start.
+		s.protected.TrustOnly(s.session.OthersKept(idleAhead))
+		if err := s.session.Keep(s.protected.Known()); err != nil {
+			return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: "cannot keep the submodules this run trusts for the runs beside it: " + err.Error()}
+		}
 		if pins, protected, err = s.protect(); err != nil {
 			return err
 		}

@@ -138,6 +138,12 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		if prot, err = h.Protect(ws); err != nil {
 			return substrate.Outcome{}, nil, err
 		}
+		// The submodules trusted as the user's are those every other run
+		// going on trusts too; kept for the runs that start later.
+		prot.TrustOnly(sess.OthersKept(nil))
+		if err := sess.Keep(prot.Known()); err != nil {
+			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot keep the submodules this run trusts for the runs beside it: %w", err)
+		}
 		cfg.Spine, cfg.Protected = spineOf(prot)
 	}
 	grp, err := p.Limits.Start(helperProcesses)
