@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -164,64 +165,70 @@ func (pr *protector) submodules(gitdir, top string) error {
 
 // Known returns the submodules the protected set trusts as the user's —
 // those the index named as it was found, less what [Protected.TrustOnly]
-// took back — with their entries as they were: a line each, "path TAB
-// device TAB inode" ("-" for an absent entry), for the other runs of the
-// workspace to hold theirs against.
+// took back — with their entries as they are ([Protected.entryKey]), for
+// the other runs of the workspace to hold theirs against: a JSON object of
+// path to entry (a path is the index's, and can hold any byte but NUL).
 func (p *Protected) Known() []byte {
-	var b strings.Builder
-	line := func(rel string) {
-		id, ok := p.entries[rel]
-		if ok {
-			fmt.Fprintf(&b, "%s\t%d\t%d\n", rel, id.dev, id.ino)
-		} else {
-			fmt.Fprintf(&b, "%s\t-\t-\n", rel)
-		}
-	}
+	m := map[string]string{}
 	for _, rel := range p.gitlinks {
-		line(rel)
+		m[rel] = p.entryKey(rel)
 	}
 	for _, rel := range p.nested {
 		if !p.distrusted[rel] {
-			line(rel)
+			m[rel] = p.entryKey(rel)
 		}
 	}
-	return []byte(b.String())
+	data, _ := json.Marshal(m)
+	return data
+}
+
+// entryKey names a submodule's entry (P/.git) as it was found: its device
+// and inode, or "-" when it is absent or an empty directory — another
+// run's placeholder for an absent one, which the quarantine takes for
+// absent too.
+func (p *Protected) entryKey(rel string) string {
+	e, ok := p.entries[rel]
+	if !ok {
+		return "-"
+	}
+	path := filepath.Join(p.root, filepath.FromSlash(rel), ".git")
+	if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+		if empty, err := dirfd.IsEmpty(unix.AT_FDCWD, path, unix.O_NOFOLLOW); err == nil && empty {
+			return "-"
+		}
+	}
+	return fmt.Sprintf("%d:%d", e.dev, e.ino)
 }
 
 // TrustOnly takes back the trust the protected set gave each submodule
 // the index named as it was found — that it is the user's, passed by
 // after a run while its entry is the same file — unless every other run
 // of the workspace going on now trusted it too, with the same entry
-// (others: what each kept of [Protected.Known]). Those taken back are new
-// ones at the end of this run: their entries are moved out of git's way.
-// Two runs at once handed a submodule over otherwise: the first's command
-// entered a repository in the index (one it made, or one an earlier run
-// left untracked) and took it out before it ended, once the second had
-// started and taken it for the user's; the second's put it back. The
-// caller reads the index (Protect) before it looks for the others' sets:
-// a run that has kept none yet has let no command start. It returns the
-// submodules taken back.
+// (others: what each kept of [Protected.Known]; one that cannot be read
+// trusts nothing). Those taken back are new ones at the end of this run:
+// their entries are moved out of git's way. Two runs at once handed a
+// submodule over otherwise: the first's command entered a repository in
+// the index (one it made, or one an earlier run left untracked) and took
+// it out before it ended, once the second had started and taken it for
+// the user's; the second's put it back. The caller reads the index
+// (Protect) before it looks for the others' sets: a run that has kept
+// none yet has let no command start. It returns the submodules taken
+// back.
 func (p *Protected) TrustOnly(others [][]byte) []string {
 	if p == nil || len(others) == 0 {
 		return nil
 	}
 	sets := make([]map[string]string, len(others))
 	for i, o := range others {
-		sets[i] = map[string]string{}
-		for _, l := range strings.Split(string(o), "\n") {
-			if rel, id, ok := strings.Cut(l, "\t"); ok {
-				sets[i][rel] = id
-			}
+		if json.Unmarshal(o, &sets[i]) != nil {
+			sets[i] = nil // trusts nothing
 		}
 	}
 	var taken []string
 	trusted := func(rel string) bool {
-		id := "-\t-"
-		if e, ok := p.entries[rel]; ok {
-			id = fmt.Sprintf("%d\t%d", e.dev, e.ino)
-		}
+		id := p.entryKey(rel)
 		for _, set := range sets {
-			if set[rel] != id {
+			if kept, ok := set[rel]; !ok || kept != id {
 				taken = append(taken, rel)
 				return false
 			}

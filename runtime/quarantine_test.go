@@ -521,7 +521,7 @@ func editIndex(args string) string {
 // other run going on trusted at its start.
 func TestASubmoduleHandedBetweenRunsIsQuarantined(t *testing.T) {
 	substrates(t, func(t *testing.T, sub string) {
-		for _, shape := range []string{"made", "an old directory renamed", "an earlier run's"} {
+		for _, shape := range []string{"made", "an old directory renamed", "an earlier run's", "a name that forges a line"} {
 			t.Run(shape, func(t *testing.T) { handedBetweenRuns(t, sub, shape) })
 		}
 	})
@@ -549,6 +549,17 @@ func handedBetweenRuns(t *testing.T, sub, shape string) {
 		res := run(t, newPolicy(ws), plant+" && echo MADE", on(sub))
 		if !strings.Contains(res.Stdout, "MADE") {
 			t.Fatalf("the earlier run did not make the repository: %q %q", res.Stdout, res.Stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+		plant = "true"
+	case "a name that forges a line":
+		// The earlier run also enters a gitlink whose name, written as
+		// one line per submodule, would read as a line trusting d/X with
+		// its entry: A would keep it.
+		forge := `di=$(stat -c '%d	%i' d/X/.git) && name=$(printf 'q\nd/X\t%s\nq' "$di") && cp .git/index e/idx && printf '160000 %s\t%s\0' $(cat e/xsha) "$name" | GIT_INDEX_FILE=$PWD/e/idx git update-index -z --index-info && cat e/idx > .git/index && rm e/idx && echo FORGED`
+		res := run(t, newPolicy(ws), plant+" && "+forge, on(sub))
+		if !strings.Contains(res.Stdout, "FORGED") {
+			t.Fatalf("the earlier run did not forge the name: %q %q", res.Stdout, res.Stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 		plant = "true"
@@ -592,6 +603,9 @@ func TestAUsersSubmoduleStaysWhenRunsOverlap(t *testing.T) {
 	gitRepo(t, p)
 	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
 	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+	// And one not checked out: each run puts a placeholder in its entry,
+	// which the other must take for the absent entry it is.
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",Q")
 	before, err := os.Stat(filepath.Join(p, ".git"))
 	if err != nil {
 		t.Fatal(err)
