@@ -257,6 +257,9 @@ func (pr *protector) submoduleGitDir(abs string) error {
 		return nil // absent, or a directory: the entry's protection is all of it
 	}
 	target, err := readGitfile(dotgit)
+	if errors.Is(err, errLinkBeforeDotDot) {
+		return pr.protectedErr(dotgit, "is a submodule's gitfile git follows where cordon cannot: %v", err)
+	}
 	if err != nil {
 		return nil // git cannot enter it either
 	}
@@ -315,7 +318,9 @@ func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
 	gitdir := dotgit
 	switch {
 	case fi.Mode().IsRegular():
-		if gitdir, err = readGitfile(dotgit); err != nil {
+		if gitdir, err = readGitfile(dotgit); errors.Is(err, errLinkBeforeDotDot) {
+			return pr.protectedErr(rel+"/.git", "is a submodule's gitfile git follows where cordon cannot: %v", err)
+		} else if err != nil {
 			return nil // git cannot enter it either
 		}
 	case !fi.IsDir():

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"crypto/sha1"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 // TestGitlinksOfEveryIndexVersion reads the gitlinks of indexes git itself
@@ -300,5 +302,47 @@ func TestGitlinksAddedRunAfterRunAreBounded(t *testing.T) {
 		if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "git reads none now") {
 			t.Errorf("%s: notes %q, err %v; want the index moved", c.name, notes, err)
 		}
+	}
+}
+
+// TestAGitfileWithDotDotAfterASymlinkIsRefused: git resolves a gitfile's
+// target from its directory as the kernel does — d/sym/.. is the parent
+// of d/sym's target — while a path cleaned as text drops the link. The
+// git directory of a submodule whose gitfile reads so cannot be
+// protected by its name: the run is refused.
+func TestAGitfileWithDotDotAfterASymlinkIsRefused(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	testenv.Require(t, err == nil, "git: %v", err)
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(gitBin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+ws, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git(ws, "init", "-q", ".")
+	os.MkdirAll(filepath.Join(ws, "d", "x", "y"), 0o755)
+	os.Symlink("x/y", filepath.Join(ws, "d", "sym"))
+	git(ws, "init", "-q", "--separate-git-dir", filepath.Join(ws, "d", "x", "Q"), filepath.Join(ws, "P"))
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	git(ws, "update-index", "--add", "--cacheinfo", "160000,"+commit+",P")
+	os.WriteFile(filepath.Join(ws, "P", ".git"), []byte("gitdir: ../d/sym/../Q\n"), 0o644)
+	if _, err := testenv.Harness(t).Protect(ws); !errors.Is(err, refusal.ProtectedPath) {
+		t.Fatalf("Protect = %v, want a ProtectedPath refusal", err)
+	}
+	// The plain gitfile of that directory is protected as before.
+	os.WriteFile(filepath.Join(ws, "P", ".git"), []byte("gitdir: ../d/x/Q\n"), 0o644)
+	p, err := testenv.Harness(t).Protect(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(p.Paths(), func(q harness.Path) bool { return q.Rel == "d/x/Q/config" }) {
+		t.Errorf("d/x/Q/config is not protected: %v", p.Paths())
 	}
 }

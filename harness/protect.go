@@ -456,7 +456,11 @@ func (pr *protector) enclosing() error {
 		if fi, err := os.Lstat(dotgit); err == nil {
 			gitdir := dotgit
 			if fi.Mode().IsRegular() {
-				if t, err := readGitfile(dotgit); err == nil {
+				t, err := readGitfile(dotgit)
+				if errors.Is(err, errLinkBeforeDotDot) {
+					return pr.protectedErr(dotgit, "is a gitfile git follows where cordon cannot: %v", err)
+				}
+				if err == nil {
 					gitdir = t
 				}
 			}
@@ -994,10 +998,44 @@ func readGitfile(p string) (string, error) {
 	if !ok || target == "" {
 		return "", errors.New(`it does not start with "gitdir: "`)
 	}
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(p), target) // as git: from the gitfile's directory
+	raw := target
+	if !filepath.IsAbs(raw) {
+		raw = filepath.Dir(p) + "/" + raw // as git: from the gitfile's directory
 	}
-	return filepath.Clean(target), nil
+	if err := noLinkBeforeDotDot(raw); err != nil {
+		return "", err
+	}
+	return filepath.Clean(raw), nil
+}
+
+// errLinkBeforeDotDot: a gitfile's target has ".." after a symlink. The
+// kernel resolves the ".." from the link's target, where git then finds
+// the git directory, while the path cleaned as text names another.
+var errLinkBeforeDotDot = errors.New(`its target has ".." after a symlink: the directory git uses is not the one its text names`)
+
+// noLinkBeforeDotDot refuses the path p when a ".." in it follows a
+// component that is a symlink.
+func noLinkBeforeDotDot(p string) error {
+	if !slices.Contains(strings.Split(p, "/"), "..") {
+		return nil
+	}
+	cur, link := "/", false
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if link {
+				return errLinkBeforeDotDot
+			}
+			cur = filepath.Dir(cur)
+		default:
+			cur = filepath.Join(cur, c)
+			if fi, err := os.Lstat(cur); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				link = true
+			}
+		}
+	}
+	return nil
 }
 
 // readSmall reads at most 4 KiB of a regular file.
