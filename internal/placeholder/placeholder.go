@@ -57,6 +57,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -288,6 +289,9 @@ func ensureDirs(stateDir, key string) ([3]string, error) {
 // maxRecord bounds one record of the registry of runs.
 const maxRecord = 8 << 10
 
+// maxKept bounds what one run keeps for the others ([Session.Keep]).
+const maxKept = 8 << 20
+
 // maxSpares bounds the spare records a registry of runs keeps.
 const maxSpares = 8
 
@@ -392,44 +396,59 @@ func runningInside(dir, self, workspace string) string {
 }
 
 func runningWithin(dir, self, workspace string, orAt bool) string {
-	names, err := readNames(dir)
-	if err != nil {
-		return ""
-	}
-	for _, n := range names {
-		if !strings.HasPrefix(n, "r-") || n == filepath.Base(self) {
-			continue
-		}
-		p := filepath.Join(dir, n)
-		f, err := dirfd.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			// Its run is gone. A session ended renames its record away (a
-			// spare) or removes it: still of this name, this one's
-			// process died during its run. What it noted is all there now.
-			// (Opened before its run ended, the file may since have been
-			// a spare and another run's record: then it is not this
-			// name's any more, and nothing to sweep.)
-			var held, named unix.Stat_t
-			if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(p, &named) != nil || held.Dev != named.Dev || held.Ino != named.Ino {
-				f.Close()
-				continue
-			}
-			data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
-			f.Close()
-			abandon(p, strings.TrimPrefix(n, "r-"), data)
-			continue
-		}
-		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
-		f.Close()
-		ws, _, _ := strings.Cut(string(data), "\x00")
+	for _, ws := range liveRuns(dir, self, true) {
 		if ws == workspace && orAt || ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
 			return ws
 		}
 	}
 	return ""
+}
+
+// liveRuns walks the registry of runs dir, but for the record self, and
+// yields the ID and workspace of each run going on (its record locked).
+// A record whose run is gone (its lock free) is handed to the sweeper
+// ([SetSweeper]) when sweep is set, and skipped.
+func liveRuns(dir, self string, sweep bool) iter.Seq2[string, string] {
+	return func(yield func(id, workspace string) bool) {
+		names, err := readNames(dir)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if !strings.HasPrefix(n, "r-") || n == filepath.Base(self) {
+				continue
+			}
+			id := strings.TrimPrefix(n, "r-")
+			p := filepath.Join(dir, n)
+			f, err := dirfd.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
+				continue
+			}
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+				// Its run is gone. A session ended renames its record away
+				// (a spare) or removes it: still of this name, this one's
+				// process died during its run. What it noted is all there
+				// now. (Opened before its run ended, the file may since have
+				// been a spare and another run's record: then it is not
+				// this name's any more, and nothing to sweep.)
+				var held, named unix.Stat_t
+				if sweep && unix.Fstat(int(f.Fd()), &held) == nil && unix.Lstat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino {
+					data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+					f.Close()
+					abandon(p, id, data)
+					continue
+				}
+				f.Close()
+				continue
+			}
+			data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+			f.Close()
+			ws, _, _ := strings.Cut(string(data), "\x00")
+			if !yield(id, ws) {
+				return
+			}
+		}
+	}
 }
 
 // An Abandoned run is one whose process died before it ended its session:
@@ -506,6 +525,9 @@ func (s *Session) Note(processes ...string) error {
 // and from now on find it ([Session.OthersKept]) until the session ends:
 // in the state directory, written whole (a file renamed into place).
 func (s *Session) Keep(data []byte) error {
+	if len(data) > maxKept {
+		return fmt.Errorf("placeholder: %d bytes to keep, over the %d a run keeps", len(data), maxKept)
+	}
 	name := filepath.Join(s.dir, "known-"+s.ID())
 	tmp := name + ".t"
 	f, err := dirfd.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
@@ -534,37 +556,20 @@ func (s *Session) Keep(data []byte) error {
 // directory lists them; runs of another user or state directory are not
 // in it. A run that has kept nothing yet is left out, and so are the
 // sessions skip names (a sandbox made ahead whose command has not been
-// given: nothing of it has run).
+// given: nothing of it has run). A set that cannot be read whole (not a
+// regular file, over maxKept) is there as nil: a set that trusts nothing.
 func (s *Session) OthersKept(skip func(id string) bool) [][]byte {
-	names, err := readNames(s.activeDir)
-	if err != nil {
-		return nil
-	}
 	var out [][]byte
-	for _, n := range names {
-		if !strings.HasPrefix(n, "r-") || n == filepath.Base(s.recordAt) {
+	for id, ws := range liveRuns(s.activeDir, s.recordAt, false) {
+		if ws != s.workspace || skip != nil && skip(id) {
 			continue
 		}
-		id := strings.TrimPrefix(n, "r-")
-		if skip != nil && skip(id) {
-			continue
+		kept, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(s.dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // it has kept nothing yet: it has let no command start
 		}
-		f, err := dirfd.OpenFile(filepath.Join(s.activeDir, n), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			f.Close() // its run is over (its sweep is runningWithin's)
-			continue
-		}
-		data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
-		f.Close()
-		if ws, _, _ := strings.Cut(string(data), "\x00"); ws != s.workspace {
-			continue
-		}
-		kept, err := os.ReadFile(filepath.Join(s.dir, "known-"+id))
-		if err != nil {
-			continue
+		if err != nil || len(kept) > maxKept {
+			kept = nil // what cannot be read whole trusts nothing
 		}
 		out = append(out, kept)
 	}

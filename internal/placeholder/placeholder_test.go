@@ -1132,3 +1132,79 @@ func TestSpareManifests(t *testing.T) {
 		t.Errorf("manifests left: %q", ms)
 	}
 }
+
+// TestOthersKept: a session finds what the other sessions of its
+// workspace going on kept, not its own, not another workspace's, not one
+// that has kept nothing, not one skip names; a set it cannot read whole
+// (not a regular file, over the bound) is there as nil, which trusts
+// nothing; and one that ended is gone.
+func TestOthersKept(t *testing.T) {
+	top := layout(t)
+	state := filepath.Join(top, "state")
+	ws2 := filepath.Join(top, "ws2")
+	if err := os.Mkdir(ws2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, a, quiet, odd, big := begin(t, top), begin(t, top), begin(t, top), begin(t, top), begin(t, top)
+	other, err := placeholder.Begin(state, ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.End() })
+	for _, k := range []struct {
+		s    *placeholder.Session
+		data string
+	}{{self, `{"self":"-"}`}, {a, `{"a":"1:2"}`}, {other, `{"other":"-"}`}, {odd, `{}`}, {big, `{}`}} {
+		if err := k.s.Keep([]byte(k.data)); err != nil {
+			t.Fatalf("Keep: %v", err)
+		}
+	}
+	keptFile := func(s *placeholder.Session) string {
+		m, _ := filepath.Glob(filepath.Join(state, "runs", "*", "known-"+s.ID()))
+		if len(m) != 1 {
+			t.Fatalf("the kept file of session %s: %v", s.ID(), m)
+		}
+		return m[0]
+	}
+	// One that cannot be read as a file, and one over the bound.
+	oddFile := keptFile(odd)
+	if err := os.Remove(oddFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(oddFile, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	huge := append([]byte(`{"x":"`), make([]byte, 8<<20)...)
+	if err := os.WriteFile(keptFile(big), huge, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Keep(huge); err == nil {
+		t.Error("Keep took a set over its bound, which no other run could read")
+	}
+	_ = quiet // kept nothing: left out
+
+	got := map[string]bool{}
+	nils := 0
+	for _, k := range self.OthersKept(nil) {
+		if k == nil {
+			nils++
+			continue
+		}
+		got[string(k)] = true
+	}
+	if !got[`{"a":"1:2"}`] || len(got) != 1 || nils != 2 {
+		t.Errorf("OthersKept = %v and %d that trust nothing, want a's set alone and 2 that trust nothing (the directory, the set over the bound)", got, nils)
+	}
+	skipped := self.OthersKept(func(id string) bool { return id == a.ID() })
+	for _, k := range skipped {
+		if string(k) == `{"a":"1:2"}` {
+			t.Errorf("OthersKept returned the set of a session skip names")
+		}
+	}
+	end(t, a)
+	for _, k := range self.OthersKept(nil) {
+		if string(k) == `{"a":"1:2"}` {
+			t.Errorf("OthersKept returned the set of a session that ended")
+		}
+	}
+}
