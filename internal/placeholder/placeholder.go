@@ -848,7 +848,7 @@ func (s *Session) leftovers() bool {
 		return true
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, "m-") {
+		if strings.HasPrefix(n, "m-") || strings.HasPrefix(n, "known-") {
 			return true
 		}
 	}
@@ -857,7 +857,9 @@ func (s *Session) leftovers() bool {
 
 // clean removes what every manifest in dir records, deepest first; an
 // empty directory of this user's goes to the workspace's reuse directory
-// while that holds fewer than maxReuse.
+// while that holds fewer than maxReuse. Called with the workspace's lock
+// held exclusively: no run of it is going on, so what a run kept
+// ([Session.Keep]) is a killed run's, and goes too.
 func clean(dir, reuse string) error {
 	names, err := readNames(dir)
 	if err != nil {
@@ -866,6 +868,10 @@ func clean(dir, reuse string) error {
 	var entries []Entry
 	var manifests []string
 	for _, n := range names {
+		if strings.HasPrefix(n, "known-") {
+			os.Remove(filepath.Join(dir, n))
+			continue
+		}
 		if !strings.HasPrefix(n, "m-") || !strings.HasSuffix(n, ".json") {
 			continue
 		}

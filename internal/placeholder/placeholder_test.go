@@ -1208,3 +1208,34 @@ func TestOthersKept(t *testing.T) {
 		}
 	}
 }
+
+// TestAKilledRunsKeptSetGoes: what a killed run kept stays until the last
+// session of its workspace ends, which removes it; a session of the
+// workspace going on leaves it.
+func TestAKilledRunsKeptSetGoes(t *testing.T) {
+	top := layout(t)
+	a := begin(t, top)
+	if err := a.Keep([]byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := filepath.Glob(filepath.Join(top, "state", "runs", "*", "known-"+a.ID()))
+	if len(m) != 1 {
+		t.Fatalf("the kept file: %v", m)
+	}
+	stale := filepath.Join(filepath.Dir(m[0]), "known-0123456789abcdef")
+	if err := os.WriteFile(stale, []byte(`{"a":"1:2"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := begin(t, top)
+	end(t, b)
+	if _, err := os.Stat(stale); err != nil {
+		t.Errorf("a session ended while another of the workspace went on, and a killed run's kept set went: %v", err)
+	}
+	end(t, a)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the last session of the workspace ended, and a killed run's kept set is still there (%v)", err)
+	}
+	if _, err := os.Stat(m[0]); !os.IsNotExist(err) {
+		t.Errorf("a session ended, and its own kept set is still there (%v)", err)
+	}
+}
