@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/gitconf"
+	"github.com/cordon-run/cordon/refusal"
 	"golang.org/x/sys/unix"
 )
 
@@ -245,6 +247,82 @@ func (p *Protected) TrustOnly(others [][]byte) []string {
 		}
 	}
 	return taken
+}
+
+// GuardOthers protects, besides the set's own paths, the entry of every
+// submodule another run of the workspace going on trusts (others: what
+// each kept of [Protected.Known], a sandbox made ahead and idle too) that
+// this run's index did not name: its P/.git read-only, with the git
+// directory a gitfile there names in the workspace, as for the index's
+// own. A run that started while a tool of another had taken P out of the
+// index could otherwise write into P/.git — core.fsmonitor into its
+// config — and the other, whose tool put P back, passed it by at its end:
+// the same inode it trusted. An entry another run found absent ("-") is
+// left alone: one found there at that run's end is moved. Call it after
+// [Protected.TrustOnly], with every other run's set. An error is a
+// refusal: a symlink on the way to an entry.
+func (p *Protected) GuardOthers(others [][]byte) error {
+	if p == nil || len(others) == 0 {
+		return nil
+	}
+	var rels []string
+	for _, o := range others {
+		var set map[string]string
+		if json.Unmarshal(o, &set) != nil {
+			continue // it trusts nothing: there is nothing of it to guard
+		}
+		for rel, key := range set {
+			if key == "-" || !localRel(rel) || slices.Contains(rels, rel) {
+				continue
+			}
+			if _, ok := p.entries[rel]; ok || slices.Contains(p.gitlinks, rel) || slices.Contains(p.nested, rel) {
+				continue // this run's own: protected already
+			}
+			rels = append(rels, rel)
+		}
+	}
+	if len(rels) == 0 {
+		return nil
+	}
+	if len(rels) > maxGitlinks {
+		return refusal.Errorf(refusal.ProtectedPath, "refusing to start in %s — the runs going on beside this one trust %d submodules this one's index does not name, over the %d whose entries a sandbox can protect; wait for them to end", p.root, len(rels), maxGitlinks)
+	}
+	slices.Sort(rels)
+	pr := &protector{cfg: p.cfg, root: p.root, paths: slices.Clone(p.paths), seen: map[string]bool{},
+		indexFile: p.index, entries: map[string]entryID{}}
+	for _, rel := range rels {
+		abs := filepath.Join(p.root, filepath.FromSlash(rel))
+		pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry another run going on trusts: git status at the workspace root enters it once that run puts it back in the index"})
+		if err := pr.submoduleGitDir(abs); err != nil {
+			return err
+		}
+	}
+	for _, q := range pr.paths {
+		if err := pr.noSymlink(q.Rel); err != nil {
+			return err
+		}
+	}
+	pr.linkTargets()
+	pr.pinAncestors()
+	for _, q := range pr.paths {
+		if err := pr.noSymlink(q.Rel); err != nil {
+			return err
+		}
+	}
+	sortPaths(pr.paths)
+	p.paths = pr.paths
+	for _, q := range pr.paths {
+		if k, ok := pr.kinds[q.Rel]; ok {
+			p.seen[q.Rel] = k
+		}
+	}
+	return nil
+}
+
+// localRel reports whether rel is a clean path inside the workspace, as
+// the index's paths of submodules are.
+func localRel(rel string) bool {
+	return rel != "" && rel != "." && !filepath.IsAbs(rel) && path.Clean(rel) == rel && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // submoduleGitDir protects the git directory the submodule at abs uses

@@ -60,6 +60,7 @@ type Path struct {
 // run (or a file tool) starts: the harness state directories and every
 // write-later path, present or absent. Build it with [Config.Protect].
 type Protected struct {
+	cfg   Config // the configuration it was found by
 	root  string
 	state []string
 	paths []Path
@@ -252,13 +253,8 @@ func (c Config) Protect(root string) (*Protected, error) {
 			return nil, err
 		}
 	}
-	slices.SortStableFunc(pr.paths, func(a, b Path) int {
-		if d := strings.Count(a.Rel, "/") - strings.Count(b.Rel, "/"); d != 0 {
-			return d
-		}
-		return strings.Compare(a.Rel, b.Rel)
-	})
-	out := &Protected{root: root, state: slices.Clone(c.state), paths: pr.paths,
+	sortPaths(pr.paths)
+	out := &Protected{cfg: c, root: root, state: slices.Clone(c.state), paths: pr.paths,
 		index: pr.indexFile, indexTop: pr.indexTop, hashSize: pr.hashSize,
 		gitlinks: pr.gitlinks, nested: pr.nested, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
 		seen: make(map[string]kind, len(pr.paths))}
@@ -268,6 +264,17 @@ func (c Config) Protect(root string) (*Protected, error) {
 		}
 	}
 	return out, nil
+}
+
+// sortPaths sorts protected paths shallowest first, then by name: a
+// directory comes before what is inside it.
+func sortPaths(paths []Path) {
+	slices.SortStableFunc(paths, func(a, b Path) int {
+		if d := strings.Count(a.Rel, "/") - strings.Count(b.Rel, "/"); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Rel, b.Rel)
+	})
 }
 
 // CheckWorkspace refuses a workspace that is, contains or lies inside

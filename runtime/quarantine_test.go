@@ -625,3 +625,120 @@ func TestAUsersSubmoduleStaysWhenRunsOverlap(t *testing.T) {
 		t.Errorf("notes %q %q", resA.Notes, resB.Notes)
 	}
 }
+
+// TestASubmoduleWrittenWhileOutOfTheIndexIsNotPassedBy: W starts while P
+// (the user's submodule, an embedded P/.git) is in the index and trusts
+// it — at its end P/.git is passed by while it is the same inode. W's
+// command takes P out of the index; R starts, finds no P in the index,
+// and tries to write core.fsmonitor into P/.git/config; W puts P back and
+// ends. Before GuardOthers, R's write went through (P/.git was protected
+// only where the index named P) and the host's git status ran it, on
+// every substrate.
+func TestASubmoduleWrittenWhileOutOfTheIndexIsNotPassedBy(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		os.Mkdir(filepath.Join(ws, "e"), 0o755)
+		p := filepath.Join(ws, "P")
+		os.Mkdir(p, 0o755)
+		gitRepo(t, p)
+		head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+		time.Sleep(50 * time.Millisecond) // the user's, made well before the runs
+		marker := filepath.Join(b, "pwned")
+		scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
+i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+		scriptR := fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> P/.git/config && echo PLANTED`, plantCommand(marker))
+		var resW runtime.Result
+		wDone := make(chan struct{})
+		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
+		if !waitFile(filepath.Join(ws, "e", "w-ready")) {
+			<-wDone
+			t.Fatalf("W did not take P out of the index: %q %q", resW.Stdout, resW.Stderr)
+		}
+		resR := run(t, newPolicy(ws), scriptR, on(sub))
+		os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
+		<-wDone
+		t.Logf("%s: R %q %q notes %q; W %q %q notes %q", sub, resR.Stdout, resR.Stderr, resR.Notes, resW.Stdout, resW.Stderr, resW.Notes)
+		if !strings.Contains(resW.Stdout, "READDED") {
+			t.Fatalf("W did not put P back in the index (the test proves nothing): %q %q", resW.Stdout, resW.Stderr)
+		}
+		if strings.Contains(resR.Stdout, "PLANTED") {
+			t.Errorf("R wrote into P/.git/config, the entry of a submodule W trusts")
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the marker exists before the host's git ran")
+		}
+		afterGit(t, ws, marker)
+	})
+}
+
+// TestAPooledSandboxsTrustedSubmoduleIsNotWrittenMeanwhile: a sandbox W
+// made ahead trusts the user's submodule P from when it was made; its
+// command comes much later. Meanwhile a run A takes P out of the index;
+// a run R, which finds no P there, tries to write core.fsmonitor into
+// P/.git/config, puts P back (so that W's call finds the sandbox's
+// identity unchanged and gives W its command), waits for W's command and
+// takes P out again (nothing new in its index at its end); W's command
+// puts P back. Before GuardOthers (which counts an idle sandbox made ahead
+// too), R's write went through and W passed P/.git by at its end, the
+// inode it trusted: the host's git status ran it.
+func TestAPooledSandboxsTrustedSubmoduleIsNotWrittenMeanwhile(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	p := filepath.Join(ws, "P")
+	os.Mkdir(p, 0o755)
+	gitRepo(t, p)
+	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+	time.Sleep(50 * time.Millisecond) // the user's, made well before the runs
+	marker := filepath.Join(b, "pwned")
+
+	rt := pooledRuntime(t, 1, 5*time.Minute)
+	scriptW := `touch e/w-started; i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+	pw := prepared(t, newPolicy(ws), scriptW)
+	if err := rt.Warm(pw); err != nil {
+		t.Fatal(err)
+	}
+	warmed(t, rt, 1)
+	sh := func(s *Spec) { s.Command = []string{"sh", "-c", s.Command[2]} }
+	resA := run(t, newPolicy(ws), editIndex(`--force-remove P`)+` && echo REMOVED`, sh)
+	if !strings.Contains(resA.Stdout, "REMOVED") {
+		t.Fatalf("A did not take P out of the index: %q %q", resA.Stdout, resA.Stderr)
+	}
+	scriptR := fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> P/.git/config && echo PLANTED; `, plantCommand(marker)) +
+		editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && touch e/r-ready
+i=0; while [ ! -e e/w-started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--force-remove P`) + ` && echo R-REMOVED`
+	var resR, resW runtime.Result
+	var errW error
+	rDone := make(chan struct{})
+	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR, sh) }()
+	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+		<-rDone
+		t.Fatalf("R did not put P back in the index: %q %q", resR.Stdout, resR.Stderr)
+	}
+	wDone := make(chan struct{})
+	go func() { defer close(wDone); resW, errW = rt.Run(context.Background(), pw) }()
+	<-rDone
+	os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
+	<-wDone
+	t.Logf("R: %q %q notes %q", resR.Stdout, resR.Stderr, resR.Notes)
+	t.Logf("W: pooled=%v err=%v %q %q notes %q stats %+v", resW.Pooled, errW, resW.Stdout, resW.Stderr, resW.Notes, rt.PoolStats())
+	if !strings.Contains(resR.Stdout, "R-REMOVED") || !strings.Contains(resW.Stdout, "READDED") {
+		t.Fatal("the runs did not do their part (the test proves nothing)")
+	}
+	if strings.Contains(resR.Stdout, "PLANTED") {
+		t.Errorf("R wrote into P/.git/config, the entry of a submodule a sandbox made ahead trusts")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the marker exists before the host's git ran")
+	}
+	afterGit(t, ws, marker)
+}

@@ -556,24 +556,27 @@ func (s *Session) Keep(data []byte) error {
 // directory lists them; runs of another user or state directory are not
 // in it. A run that has kept nothing yet is left out, and so are the
 // sessions skip names (a sandbox made ahead whose command has not been
-// given: nothing of it has run). A set that cannot be read whole (not a
-// regular file, over maxKept) is there as nil: a set that trusts nothing.
-func (s *Session) OthersKept(skip func(id string) bool) [][]byte {
-	var out [][]byte
+// given: nothing of it has run) — all has those too. A set that cannot be
+// read whole (not a regular file, over maxKept) is there as nil: a set
+// that trusts nothing.
+func (s *Session) OthersKept(skip func(id string) bool) (kept, all [][]byte) {
 	for id, ws := range liveRuns(s.activeDir, s.recordAt, false) {
-		if ws != s.workspace || skip != nil && skip(id) {
+		if ws != s.workspace {
 			continue
 		}
-		kept, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(s.dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
+		set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(s.dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // it has kept nothing yet: it has let no command start
 		}
-		if err != nil || len(kept) > maxKept {
-			kept = nil // what cannot be read whole trusts nothing
+		if err != nil || len(set) > maxKept {
+			set = nil // what cannot be read whole trusts nothing
 		}
-		out = append(out, kept)
+		all = append(all, set)
+		if skip == nil || !skip(id) {
+			kept = append(kept, set)
+		}
 	}
-	return out
+	return kept, all
 }
 
 // ID names the session's run among the runs of its state directory: a

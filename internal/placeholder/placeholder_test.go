@@ -1185,7 +1185,11 @@ func TestOthersKept(t *testing.T) {
 
 	got := map[string]bool{}
 	nils := 0
-	for _, k := range self.OthersKept(nil) {
+	kept, all := self.OthersKept(nil)
+	if len(all) != len(kept) {
+		t.Errorf("OthersKept skipping nothing: %d sets and %d in all", len(kept), len(all))
+	}
+	for _, k := range kept {
 		if k == nil {
 			nils++
 			continue
@@ -1195,14 +1199,18 @@ func TestOthersKept(t *testing.T) {
 	if !got[`{"a":"1:2"}`] || len(got) != 1 || nils != 2 {
 		t.Errorf("OthersKept = %v and %d that trust nothing, want a's set alone and 2 that trust nothing (the directory, the set over the bound)", got, nils)
 	}
-	skipped := self.OthersKept(func(id string) bool { return id == a.ID() })
+	skipped, all := self.OthersKept(func(id string) bool { return id == a.ID() })
 	for _, k := range skipped {
 		if string(k) == `{"a":"1:2"}` {
 			t.Errorf("OthersKept returned the set of a session skip names")
 		}
 	}
+	if !slices.ContainsFunc(all, func(k []byte) bool { return string(k) == `{"a":"1:2"}` }) {
+		t.Errorf("OthersKept left the set of a session skip names out of all")
+	}
 	end(t, a)
-	for _, k := range self.OthersKept(nil) {
+	kept, _ = self.OthersKept(nil)
+	for _, k := range kept {
 		if string(k) == `{"a":"1:2"}` {
 			t.Errorf("OthersKept returned the set of a session that ended")
 		}

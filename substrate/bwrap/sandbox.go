@@ -174,7 +174,15 @@ func (s *Sandbox) build(environ []string) error {
 		// going on trusts too (a sandbox made ahead, its command not
 		// given, has run nothing); kept for the runs that start later,
 		// before this one's command can start.
-		s.protected.TrustOnly(s.session.OthersKept(idleAhead))
+		//
+		// The entries of the submodules the others trust, a sandbox made
+		// ahead too, are protected here as well, in the index or not: a
+		// tool of another run may have taken one out, to put it back.
+		trusting, all := s.session.OthersKept(idleAhead)
+		s.protected.TrustOnly(trusting)
+		if err := s.protected.GuardOthers(all); err != nil {
+			return err
+		}
 		if err := s.session.Keep(s.protected.Known()); err != nil {
 			return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: "cannot keep the submodules this run trusts for the runs beside it: " + err.Error()}
 		}

@@ -139,8 +139,14 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 			return substrate.Outcome{}, nil, err
 		}
 		// The submodules trusted as the user's are those every other run
-		// going on trusts too; kept for the runs that start later.
-		prot.TrustOnly(sess.OthersKept(nil))
+		// going on trusts too; kept for the runs that start later. The
+		// entries of those the others trust are protected here too, in
+		// the index or not.
+		others, _ := sess.OthersKept(nil)
+		prot.TrustOnly(others)
+		if err := prot.GuardOthers(others); err != nil {
+			return substrate.Outcome{}, nil, err
+		}
 		if err := sess.Keep(prot.Known()); err != nil {
 			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot keep the submodules this run trusts for the runs beside it: %w", err)
 		}
