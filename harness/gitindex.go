@@ -325,14 +325,28 @@ func localRel(rel string) bool {
 	return rel != "" && rel != "." && !filepath.IsAbs(rel) && path.Clean(rel) == rel && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// submoduleGitDir protects the git directory the submodule at abs uses
-// when its .git is a gitfile naming one inside the workspace that no
-// read-only path covers yet (one under the root's .git/modules is).
+// submoduleGitDir protects what git obeys in the submodule at abs, beyond
+// its entry: the git directory its .git gitfile names in the workspace,
+// whole and read-only where no read-only path covers it yet (one under the
+// root's .git/modules is) — its configuration, hooks and index (a tool
+// that wrote the index would enter submodules of its own there, which the
+// quarantine, reading that index once, never sees) — and, wherever that
+// git directory is (the embedded P/.git, .git/modules/P, one outside),
+// what its configuration names in the workspace: the files it includes,
+// the hooks directory and the programs it runs, as for the root's.
 func (pr *protector) submoduleGitDir(abs string) error {
 	dotgit := filepath.Join(abs, ".git")
 	fi, err := os.Lstat(dotgit)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil // absent, or a directory: the entry's protection is all of it
+	switch {
+	case err != nil:
+		return nil // absent: git enters nothing
+	case fi.IsDir():
+		if !isGitDir(dotgit) {
+			return nil
+		}
+		return pr.config(dotgit, abs)
+	case !fi.Mode().IsRegular():
+		return nil
 	}
 	target, err := readGitfile(dotgit)
 	if errors.Is(err, errLinkBeforeDotDot) {
@@ -342,16 +356,20 @@ func (pr *protector) submoduleGitDir(abs string) error {
 		return nil // git cannot enter it either
 	}
 	rel, inside := pr.rel(target)
-	if !inside || rel == "" || pr.covered(rel) {
-		return nil
+	if inside && rel != "" && !pr.covered(rel) {
+		if !isGitDir(target) {
+			// Named but not a git directory yet: git refuses to enter it
+			// until it is one, so no tool may make it one.
+			pr.add(Path{Rel: rel, Dir: true, Reason: whyGitfileTarget})
+			return nil
+		}
+		pr.add(Path{Rel: rel, Dir: true, Reason: whySubmoduleDir})
+		return pr.gitDir(target, abs)
 	}
 	if !isGitDir(target) {
-		// Named but not a git directory yet: git refuses to enter it
-		// until it is one, so no tool may make it one.
-		pr.add(Path{Rel: rel, Dir: true, Reason: whyGitfileTarget})
 		return nil
 	}
-	return pr.gitDir(target, abs)
+	return pr.config(target, abs)
 }
 
 // covered reports whether a read-only directory already protected holds
@@ -369,8 +387,15 @@ func (pr *protector) covered(rel string) bool {
 // workspace), and notes what it is now.
 func (pr *protector) submoduleEntry(abs, rel string) {
 	var st unix.Stat_t
-	if unix.Lstat(filepath.Join(abs, ".git"), &st) == nil {
-		pr.entries[rel] = entryID{dev: uint64(st.Dev), ino: st.Ino}
+	dotgit := filepath.Join(abs, ".git")
+	if unix.Lstat(dotgit, &st) == nil {
+		// An empty directory is absent, as the quarantine and entryKey take
+		// it: another run's placeholder for an absent one, which a run that
+		// found it out of its index could fill, and which would otherwise
+		// pass for the entry this run trusted.
+		if empty, err := dirfd.IsEmpty(unix.AT_FDCWD, dotgit, unix.O_NOFOLLOW); st.Mode&unix.S_IFMT != unix.S_IFDIR || err != nil || !empty {
+			pr.entries[rel] = entryID{dev: uint64(st.Dev), ino: st.Ino}
+		}
 	}
 	pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry: git status at the workspace root enters it and obeys its configuration"})
 }

@@ -342,7 +342,10 @@ func TestAGitfileWithDotDotAfterASymlinkIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(p.Paths(), func(q harness.Path) bool { return q.Rel == "d/x/Q/config" }) {
-		t.Errorf("d/x/Q/config is not protected: %v", p.Paths())
+	// Whole and read-only: its configuration and its index.
+	for _, rel := range []string{"d/x/Q/config", "d/x/Q/index"} {
+		if v, _, _ := p.Check(rel); v != harness.InWriteLater {
+			t.Errorf("%s is not protected (%v): %v", rel, v, p.Paths())
+		}
 	}
 }

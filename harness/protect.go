@@ -188,6 +188,7 @@ const (
 	whyRootHead      = "it keeps the workspace root from taking the shape of a git directory"
 	whyGitfile       = "it names the git directory git uses"
 	whyGitfileTarget = "the .git file names it as the git directory: a tool must not make it one"
+	whySubmoduleDir  = "a submodule's git directory: git status at the workspace root enters the submodule, reads its index and obeys its configuration"
 	whyRemotes       = "it holds remote configuration git obeys (URLs it pushes to and fetches from)"
 	whyInclude       = "git's configuration includes it"
 	whyHooksPath     = "git's core.hooksPath names it: git runs hooks from it"

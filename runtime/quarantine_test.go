@@ -742,3 +742,127 @@ i=0; while [ ! -e e/w-started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); do
 	}
 	afterGit(t, ws, marker)
 }
+
+// TestAPlaceholderAtASubmodulesEntryIsNotTrusted: X starts with the
+// user's submodule P in the index but not checked out (P/.git absent), and
+// its sandbox makes an empty placeholder directory at P/.git; W starts
+// while it is there. X's tool takes P out of the index, and X ends, the
+// placeholder staying for W. R starts (no P in its index) and fills the
+// placeholder with a git directory whose core.fsmonitor is R's; W's tool
+// puts P back. W took the placeholder for P's entry before (its inode):
+// passed by at its end, and the host's git status ran R's command. An
+// empty directory is absent now: W moves what R left.
+func TestAPlaceholderAtASubmodulesEntryIsNotTrusted(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	os.Mkdir(filepath.Join(ws, "P"), 0o755) // a submodule not checked out
+	sha := "0123456789012345678901234567890123456789"
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+sha+",P")
+	marker := filepath.Join(b, "pwned")
+
+	scriptX := `touch e/x-ready; i=0; while [ ! -e e/w-ready ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--force-remove P`) + ` && echo X-REMOVED`
+	scriptW := `touch e/w-ready; i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+sha+`,P`) + ` && echo READDED`
+	scriptR := fmt.Sprintf(`mkdir -p P/.git/objects P/.git/refs/heads && echo 'ref: refs/heads/main' > P/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > P/.git/config && echo PLANTED`, plantCommand(marker))
+
+	var resX, resW runtime.Result
+	xDone, wDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(xDone); resX = run(t, newPolicy(ws), scriptX) }()
+	if !waitFile(filepath.Join(ws, "e", "x-ready")) {
+		<-xDone
+		t.Fatalf("X did not start: %q %q", resX.Stdout, resX.Stderr)
+	}
+	if empty, err := os.ReadDir(filepath.Join(ws, "P", ".git")); err != nil || len(empty) != 0 {
+		t.Fatalf("no empty placeholder at P/.git while X runs (%v, %v): the test proves nothing", empty, err)
+	}
+	go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW) }()
+	<-xDone
+	resR := run(t, newPolicy(ws), scriptR)
+	os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
+	<-wDone
+	t.Logf("X %q %q notes %q; R %q %q notes %q; W %q %q notes %q", resX.Stdout, resX.Stderr, resX.Notes,
+		resR.Stdout, resR.Stderr, resR.Notes, resW.Stdout, resW.Stderr, resW.Notes)
+	if !strings.Contains(resX.Stdout, "X-REMOVED") || !strings.Contains(resW.Stdout, "READDED") {
+		t.Fatal("the runs did not do their part (the test proves nothing)")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the marker exists before the host's git ran")
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestASubmodulesConfigIncludeInItsWorkTreeIsProtected: the user's
+// submodule P's configuration (its embedded P/.git, or .git/modules/P)
+// includes a file of P's work tree (include.path ../.gitconfig, a shared
+// project configuration). Only the root's configuration was read for the
+// files it names: a tool of one run wrote core.fsmonitor into
+// P/.gitconfig, and the host's git status at the root entered P and ran
+// it, on every substrate.
+func TestASubmodulesConfigIncludeInItsWorkTreeIsProtected(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		for _, layout := range []string{"embedded", "modules"} {
+			t.Run(layout, func(t *testing.T) {
+				b := base(t)
+				ws := workspace(t, b)
+				gitRepo(t, ws)
+				lib := filepath.Join(b, "lib")
+				os.Mkdir(lib, 0o755)
+				gitRepo(t, lib)
+				os.WriteFile(filepath.Join(lib, ".gitconfig"), []byte("[core]\n\tautocrlf = false\n"), 0o644)
+				hostGit(t, lib, "add", ".gitconfig")
+				hostGit(t, lib, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "cfg")
+				p := filepath.Join(ws, "P")
+				if layout == "modules" {
+					hostGit(t, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "P")
+				} else {
+					hostGit(t, ws, "clone", "-q", lib, "P")
+					head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+					hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+				}
+				hostGit(t, p, "config", "include.path", "../.gitconfig")
+				marker := filepath.Join(b, "pwned")
+				res := run(t, newPolicy(ws), fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> P/.gitconfig && echo WROTE`, plantCommand(marker)), on(sub))
+				t.Logf("%s: %q %q notes %q", sub, res.Stdout, res.Stderr, res.Notes)
+				// In .git/modules/P, ../.gitconfig is .git/modules/.gitconfig
+				// (read-only): P/.gitconfig is then no file git reads.
+				if layout == "embedded" && strings.Contains(res.Stdout, "WROTE") {
+					t.Errorf("a tool wrote P/.gitconfig, which P's configuration includes")
+				}
+				afterGit(t, ws, marker)
+			})
+		}
+	})
+}
+
+// TestASeparateGitDirsIndexIsProtected: the user's submodule P uses a git
+// directory elsewhere in the workspace (gits/P, a clone with
+// --separate-git-dir). Its configuration was protected, its index not: a
+// tool entered a submodule P/N of its own in gits/P/index, with an N/.git
+// whose core.fsmonitor it wrote; the quarantine reads P's index once,
+// before the run, and the host's git status entered P and then N (bwrap
+// and OCI; Landlock refused the mkdir in P). The whole directory is
+// read-only now.
+func TestASeparateGitDirsIndexIsProtected(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
+		hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
+		head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
+		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+		marker := filepath.Join(b, "pwned")
+		script := fmt.Sprintf(`cd P && mkdir -p N/.git/objects N/.git/refs/heads && echo 'ref: refs/heads/main' > N/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > N/.git/config &&
+cp ../gits/P/index ../idx.tmp && GIT_INDEX_FILE=$PWD/../idx.tmp git update-index --add --cacheinfo 160000,%s,N && cat ../idx.tmp > ../gits/P/index && echo WROTE`, plantCommand(marker), head)
+		res := run(t, newPolicy(ws), script, on(sub))
+		t.Logf("%s: %q %q notes %q", sub, res.Stdout, res.Stderr, res.Notes)
+		if strings.Contains(res.Stdout, "WROTE") {
+			t.Errorf("a tool wrote gits/P/index, the index of a submodule's git directory")
+		}
+		afterGit(t, ws, marker)
+	})
+}
