@@ -521,6 +521,31 @@ func (s *Session) Note(processes ...string) error {
 	return err
 }
 
+// trustWait bounds the wait for the workspace's trust lock ([Session.Trusting]).
+const trustWait = 10 * time.Second
+
+// Trusting takes the workspace's trust lock, which the caller holds from
+// before it reads the index until it has kept what it trusts
+// ([Session.Keep]), and returns its release. Those steps of two runs of
+// the workspace do not interleave, then: each run either kept its set
+// before the other looked ([Session.OthersKept]), or read the index
+// before the other did and so before the other's command could change it.
+// Interleaved, a run could read the index, a command of a third run take
+// a submodule out of it, and a run starting meanwhile find neither the
+// submodule in its index nor the first run's set, which it had not kept
+// yet: the entry was writable in it.
+func (s *Session) Trusting() (func(), error) {
+	f, err := dirfd.OpenFile(filepath.Join(s.dir, "trust.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f, unix.LOCK_EX, trustWait); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("placeholder: the workspace's trust lock: %w", err)
+	}
+	return sync.OnceFunc(func() { f.Close() }), nil
+}
+
 // Keep leaves data where the other runs of the workspace going on now
 // and from now on find it ([Session.OthersKept]) until the session ends:
 // in the state directory, written whole (a file renamed into place).

@@ -1247,3 +1247,50 @@ func TestAKilledRunsKeptSetGoes(t *testing.T) {
 		t.Errorf("a session ended, and its own kept set is still there (%v)", err)
 	}
 }
+
+// TestTrustingIsOneAtATime: two sessions of a workspace take its trust
+// lock one after the other; one of another workspace is not held off.
+func TestTrustingIsOneAtATime(t *testing.T) {
+	top := layout(t)
+	ws2 := filepath.Join(top, "ws2")
+	if err := os.Mkdir(ws2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, b := begin(t, top), begin(t, top)
+	other, err := placeholder.Begin(filepath.Join(top, "state"), ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.End() })
+	unlockA, err := a.Trusting()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockOther, err := other.Trusting()
+	if err != nil {
+		t.Fatalf("another workspace's session was held off: %v", err)
+	}
+	unlockOther()
+	got := make(chan struct{})
+	go func() {
+		unlockB, err := b.Trusting()
+		if err != nil {
+			t.Error(err)
+		} else {
+			unlockB()
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second session of the workspace took the trust lock while the first held it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlockA()
+	unlockA() // a second release is none
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second session did not get the trust lock once the first let it go")
+	}
+}

@@ -166,7 +166,13 @@ func (s *Sandbox) build(environ []string) error {
 	var pins, protected []string
 	if p.access == AccessWrite {
 		// Found under the run lock: no run of an enclosing workspace
-		// changes what it reads meanwhile.
+		// changes what it reads meanwhile; and under the trust lock from
+		// the index's read until what this run trusts is kept.
+		unlock, err := s.session.Trusting()
+		if err != nil {
+			return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
+		}
+		defer unlock()
 		if s.protected, err = p.harness.Protect(ws); err != nil {
 			return err
 		}
@@ -186,6 +192,7 @@ func (s *Sandbox) build(environ []string) error {
 		if err := s.session.Keep(s.protected.Known()); err != nil {
 			return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: "cannot keep the submodules this run trusts for the runs beside it: " + err.Error()}
 		}
+		unlock()
 		if pins, protected, err = s.protect(); err != nil {
 			return err
 		}

@@ -135,6 +135,13 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 				return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot create harness state %s: %w", st, err)
 			}
 		}
+		// Under the trust lock from the index's read until what this run
+		// trusts is kept ([placeholder.Session.Trusting]).
+		unlock, err := sess.Trusting()
+		if err != nil {
+			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
+		}
+		defer unlock()
 		if prot, err = h.Protect(ws); err != nil {
 			return substrate.Outcome{}, nil, err
 		}
@@ -150,6 +157,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 		if err := sess.Keep(prot.Known()); err != nil {
 			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot keep the submodules this run trusts for the runs beside it: %w", err)
 		}
+		unlock()
 		cfg.Spine, cfg.Protected = spineOf(prot)
 	}
 	grp, err := p.Limits.Start(helperProcesses)
