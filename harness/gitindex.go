@@ -410,9 +410,6 @@ const maxNesting = 4
 // for a tool to fill). Their indexes lie in git directories a run cannot
 // write (.git/modules, or a protected P/.git): read once, here.
 func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
-	if depth > maxNesting {
-		return nil
-	}
 	dotgit := filepath.Join(abs, ".git")
 	fi, err := os.Lstat(dotgit)
 	if err != nil {
@@ -435,6 +432,11 @@ func (pr *protector) nestedSubmodules(abs, rel string, depth int) error {
 	links, err := gitlinks(filepath.Join(gitdir, "index"), hashSizeOf(gitdir))
 	if err != nil {
 		return pr.protectedErr(rel+"/.git", "names an index that cannot be read for the submodules git enters: %v", err)
+	}
+	if depth > maxNesting && len(links) > 0 {
+		// git status enters them too, to any depth: refused, not left
+		// unprotected.
+		return pr.protectedErr(rel+"/.git", "names submodules of its own, below the %d levels of submodules of submodules whose entries a sandbox protects (git status enters them all)", maxNesting)
 	}
 	for _, l := range links {
 		nabs := filepath.Join(abs, filepath.FromSlash(l))

@@ -730,10 +730,14 @@ func (pr *protector) config(gitdir, top string) error {
 // inside the workspace. A file that cannot be parsed is git's problem (it
 // refuses to run), not a route into the workspace: it is skipped.
 func (pr *protector) globalConfig(top string) error {
-	if pr.seen["\x00global"] {
+	// Once for each work tree: its relative paths (core.hooksPath,
+	// programs) are relative to the top git runs in — the root's, and a
+	// submodule's when git enters it.
+	key := "\x00global\x00" + top
+	if pr.seen[key] {
 		return nil
 	}
-	pr.seen["\x00global"] = true
+	pr.seen[key] = true
 	opt := gitconf.Options{Home: pr.cfg.home}
 	var all []*gitconf.Config
 	for _, f := range pr.userConfigFiles() {

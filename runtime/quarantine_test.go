@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/landlock"
 )
@@ -865,4 +867,87 @@ cp ../gits/P/index ../idx.tmp && GIT_INDEX_FILE=$PWD/../idx.tmp git update-index
 		}
 		afterGit(t, ws, marker)
 	})
+}
+
+// TestSubmodulesNestedTooDeepRefuseTheRun: the user's submodules nest six
+// deep (P1/…/P6, each a gitlink in its parent's index). The entries were
+// protected to four levels below the first, and the sixth left alone: a
+// tool wrote core.fsmonitor into P6/.git/config, and the host's git
+// status, which recurses to any depth, ran it, on every substrate. Such a
+// workspace is refused now.
+func TestSubmodulesNestedTooDeepRefuseTheRun(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		chain := []string{"P1", "P2", "P3", "P4", "P5", "P6"}
+		dir := ws
+		var dirs []string
+		for _, c := range chain {
+			dir = filepath.Join(dir, c)
+			os.Mkdir(dir, 0o755)
+			gitRepo(t, dir)
+			dirs = append(dirs, dir)
+		}
+		for i := len(dirs) - 1; i >= 0; i-- {
+			parent := ws
+			if i > 0 {
+				parent = dirs[i-1]
+			}
+			head := strings.TrimSpace(hostGit(t, dirs[i], "rev-parse", "HEAD"))
+			hostGit(t, parent, "update-index", "--add", "--cacheinfo", "160000,"+head+","+chain[i])
+		}
+		marker := filepath.Join(b, "pwned")
+		script := fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> P1/P2/P3/P4/P5/P6/.git/config && echo WROTE`, plantCommand(marker))
+		res, err := runSpec(context.Background(), Spec{Command: []string{"/bin/sh", "-c", script}, Policy: newPolicy(ws), Timeout: time.Minute, Substrate: sub})
+		t.Logf("%s: %q %q notes %q err %v", sub, res.Stdout, res.Stderr, res.Notes, err)
+		if !errors.Is(err, refusal.ProtectedPath) {
+			t.Errorf("%s: the run = %v, want a ProtectedPath refusal", sub, err)
+		}
+		afterGit(t, ws, marker)
+	})
+}
+
+// TestTheGlobalConfigIsReadForEveryWorkTree: the user's global git
+// configuration says core.hooksPath = .githooks, relative to the work tree
+// git runs in. It was read once per run, against the first work tree that
+// asked — a submodule's whose git directory lies in the workspace (gits/P)
+// before the root's — and the root's .githooks was left writable: a tool
+// planted .githooks/pre-commit, and the user's git commit at the root ran
+// it, on every substrate.
+func TestTheGlobalConfigIsReadForEveryWorkTree(t *testing.T) {
+	for _, withSub := range []bool{false, true} {
+		t.Run(fmt.Sprintf("separate-gitdir-submodule=%v", withSub), func(t *testing.T) {
+			substrates(t, func(t *testing.T, sub string) {
+				b := base(t)
+				global := filepath.Join(b, "gitconfig")
+				os.WriteFile(global, []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
+				t.Setenv("GIT_CONFIG_GLOBAL", global)
+				ws := workspace(t, b)
+				gitRepo(t, ws)
+				os.Mkdir(filepath.Join(ws, ".githooks"), 0o755) // the project's own hook
+				os.WriteFile(filepath.Join(ws, ".githooks", "pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+				if withSub {
+					os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
+					hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
+					head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
+					hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+				}
+				marker := filepath.Join(b, "pwned")
+				res := run(t, newPolicy(ws), fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > .githooks/pre-commit && echo WROTE`, plantCommand(marker)), on(sub))
+				t.Logf("%s: %q %q notes %q", sub, res.Stdout, res.Stderr, res.Notes)
+				if strings.Contains(res.Stdout, "WROTE") {
+					t.Errorf("a tool wrote .githooks/pre-commit, in the hooks directory the global configuration names")
+				}
+				cmd := exec.Command("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
+				cmd.Dir = ws
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + global, "GIT_CEILING_DIRECTORIES=" + b}
+				out, _ := cmd.CombinedOutput()
+				t.Logf("git commit: %s", out)
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("git commit on the host ran the hook a tool planted")
+				}
+			})
+		})
+	}
 }
