@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/runtime"
@@ -516,12 +518,18 @@ func TestHostRenamingOverAProtectedPathStopsTheRun(t *testing.T) {
 			}
 		}},
 		{"git dir moved aside", ".git", func(t *testing.T, ws, b string) {
-			g, aside := filepath.Join(ws, ".git"), filepath.Join(b, "git-aside")
-			if err := os.Rename(g, aside); err != nil {
+			// Copied, then swapped into place in one rename: a pool's next
+			// sandbox, made while no .git was there, would make one of its
+			// own (a cp -a into the path found its placeholders).
+			g, back, aside := filepath.Join(ws, ".git"), filepath.Join(ws, ".git-back"), filepath.Join(b, "git-aside")
+			if out, err := exec.Command("cp", "-a", g, back).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v %s", err, out)
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, back, unix.AT_FDCWD, g, unix.RENAME_EXCHANGE); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := exec.Command("cp", "-a", aside, g).CombinedOutput(); err != nil {
-				t.Fatalf("cp: %v %s", err, out)
+			if err := os.Rename(back, aside); err != nil {
+				t.Fatal(err)
 			}
 		}},
 	}
