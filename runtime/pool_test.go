@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/runtime"
@@ -525,9 +523,7 @@ func TestHostRenamingOverAProtectedPathStopsTheRun(t *testing.T) {
 			if out, err := exec.Command("cp", "-a", g, back).CombinedOutput(); err != nil {
 				t.Fatalf("cp: %v %s", err, out)
 			}
-			if err := unix.Renameat2(unix.AT_FDCWD, back, unix.AT_FDCWD, g, unix.RENAME_EXCHANGE); err != nil {
-				t.Fatal(err)
-			}
+			exchange(t, back, g)
 			if err := os.Rename(back, aside); err != nil {
 				t.Fatal(err)
 			}
