@@ -344,7 +344,7 @@ func (pr *protector) submoduleGitDir(abs string) error {
 		if !isGitDir(dotgit) {
 			return nil
 		}
-		return pr.config(dotgit, abs)
+		return pr.submoduleConfig(dotgit, abs)
 	case !fi.Mode().IsRegular():
 		return nil
 	}
@@ -369,7 +369,17 @@ func (pr *protector) submoduleGitDir(abs string) error {
 	if !isGitDir(target) {
 		return nil
 	}
-	return pr.config(target, abs)
+	return pr.submoduleConfig(target, abs)
+}
+
+// submoduleConfig protects what the configuration git obeys in the
+// submodule at top names in the workspace: its git directory's, and the
+// system's and the user's, whose relative paths are the submodule's there.
+func (pr *protector) submoduleConfig(gitdir, top string) error {
+	if err := pr.config(gitdir, top); err != nil {
+		return err
+	}
+	return pr.globalConfig(top)
 }
 
 // covered reports whether a read-only directory already protected holds

@@ -334,12 +334,13 @@ func within(p, dir string) bool {
 }
 
 type protector struct {
-	cfg   Config
-	root  string
-	paths []Path
-	seen  map[string]bool // git directories visited
-	dirs  int
-	kinds map[string]kind // workspace-relative path → what it was
+	cfg     Config
+	root    string
+	paths   []Path
+	globals []*gitconf.Config // the system and global configuration, once read
+	seen    map[string]bool   // git directories visited
+	dirs    int
+	kinds   map[string]kind // workspace-relative path → what it was
 	// The root repository's index and its gitlinks, when the repository
 	// is the workspace's own.
 	indexFile string
@@ -727,30 +728,32 @@ func (pr *protector) config(gitdir, top string) error {
 }
 
 // globalConfig protects what the system and global git configuration name
-// inside the workspace. A file that cannot be parsed is git's problem (it
-// refuses to run), not a route into the workspace: it is skipped.
+// inside the workspace, for the work tree top: its relative paths
+// (core.hooksPath, programs) are relative to the top git runs in — the
+// root's, and each submodule's when git enters it. The files are read once
+// per Protect. A file that cannot be parsed is git's problem (it refuses
+// to run), not a route into the workspace: it is skipped.
 func (pr *protector) globalConfig(top string) error {
-	// Once for each work tree: its relative paths (core.hooksPath,
-	// programs) are relative to the top git runs in — the root's, and a
-	// submodule's when git enters it.
 	key := "\x00global\x00" + top
 	if pr.seen[key] {
 		return nil
 	}
 	pr.seen[key] = true
-	opt := gitconf.Options{Home: pr.cfg.home}
-	var all []*gitconf.Config
-	for _, f := range pr.userConfigFiles() {
-		cfg, err := gitconf.Read(f, opt)
-		if err == nil {
-			all = append(all, cfg)
-			continue
+	if pr.globals == nil {
+		pr.globals = []*gitconf.Config{}
+		opt := gitconf.Options{Home: pr.cfg.home}
+		for _, f := range pr.userConfigFiles() {
+			cfg, err := gitconf.Read(f, opt)
+			if err == nil {
+				pr.globals = append(pr.globals, cfg)
+				continue
+			}
+			// Unreadable: git refuses to run. But a file inside the
+			// workspace is the workspace's, and must stay as it is.
+			pr.protectFileAt(f, whyInclude)
 		}
-		// Unreadable: git refuses to run. But a file inside the workspace
-		// is the workspace's, and must stay as it is.
-		pr.protectFileAt(f, whyInclude)
 	}
-	return pr.protectConfig(all, top, "")
+	return pr.protectConfig(pr.globals, top, "")
 }
 
 func (pr *protector) protectConfig(all []*gitconf.Config, top, defaultHooks string) error {

@@ -600,15 +600,11 @@ func TestAUsersSubmoduleStaysWhenRunsOverlap(t *testing.T) {
 	b := base(t)
 	ws := workspace(t, b)
 	gitRepo(t, ws)
-	p := filepath.Join(ws, "P")
-	os.Mkdir(p, 0o755)
-	gitRepo(t, p)
-	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
-	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+	head := userSubmodule(t, ws, "P")
 	// And one not checked out: each run puts a placeholder in its entry,
 	// which the other must take for the absent entry it is.
 	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",Q")
-	before, err := os.Stat(filepath.Join(p, ".git"))
+	before, err := os.Stat(filepath.Join(ws, "P", ".git"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +615,7 @@ func TestAUsersSubmoduleStaysWhenRunsOverlap(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	resB := run(t, newPolicy(ws), "true")
 	wg.Wait()
-	after, err := os.Stat(filepath.Join(p, ".git"))
+	after, err := os.Stat(filepath.Join(ws, "P", ".git"))
 	if err != nil || !os.SameFile(before, after) {
 		t.Fatalf("P/.git is not the user's any more (%v); notes %q %q", err, resA.Notes, resB.Notes)
 	}
@@ -642,11 +638,7 @@ func TestASubmoduleWrittenWhileOutOfTheIndexIsNotPassedBy(t *testing.T) {
 		ws := workspace(t, b)
 		gitRepo(t, ws)
 		os.Mkdir(filepath.Join(ws, "e"), 0o755)
-		p := filepath.Join(ws, "P")
-		os.Mkdir(p, 0o755)
-		gitRepo(t, p)
-		head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
-		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+		head := userSubmodule(t, ws, "P")
 		time.Sleep(50 * time.Millisecond) // the user's, made well before the runs
 		marker := filepath.Join(b, "pwned")
 		scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
@@ -693,11 +685,7 @@ func TestAPooledSandboxsTrustedSubmoduleIsNotWrittenMeanwhile(t *testing.T) {
 	ws := workspace(t, b)
 	gitRepo(t, ws)
 	os.Mkdir(filepath.Join(ws, "e"), 0o755)
-	p := filepath.Join(ws, "P")
-	os.Mkdir(p, 0o755)
-	gitRepo(t, p)
-	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
-	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+	head := userSubmodule(t, ws, "P")
 	time.Sleep(50 * time.Millisecond) // the user's, made well before the runs
 	marker := filepath.Join(b, "pwned")
 
@@ -950,4 +938,52 @@ func TestTheGlobalConfigIsReadForEveryWorkTree(t *testing.T) {
 			})
 		})
 	}
+}
+
+// userSubmodule makes P in ws an embedded repository with one commit and
+// enters it in ws's index as a submodule, as the user would; it returns
+// the commit P's gitlink names.
+func userSubmodule(t *testing.T, ws, name string) string {
+	t.Helper()
+	p := filepath.Join(ws, name)
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitRepo(t, p)
+	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+","+name)
+	return head
+}
+
+// TestTheGlobalConfigIsReadForEverySubmodule: the user's global git
+// configuration names a program by a path relative to the work tree
+// (core.fsmonitor = ./fsmon.sh), which git status at the root runs in the
+// root and again in each submodule it enters. It was protected for the
+// root, and for a submodule whose git directory lies in the workspace,
+// not for an embedded one (or one in .git/modules): a tool wrote
+// P/fsmon.sh, and the host's git status ran it in P.
+func TestTheGlobalConfigIsReadForEverySubmodule(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		global := filepath.Join(b, "gitconfig")
+		os.WriteFile(global, []byte("[core]\n\tfsmonitor = ./fsmon.sh\n"), 0o644)
+		t.Setenv("GIT_CONFIG_GLOBAL", global)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		userSubmodule(t, ws, "P")
+		marker := filepath.Join(b, "pwned")
+		res := run(t, newPolicy(ws), fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > P/fsmon.sh && chmod +x P/fsmon.sh && echo WROTE`, plantCommand(marker)), on(sub))
+		t.Logf("%s: %q %q notes %q", sub, res.Stdout, res.Stderr, res.Notes)
+		if strings.Contains(res.Stdout, "WROTE") {
+			t.Errorf("a tool wrote P/fsmon.sh, the program the global configuration runs in P")
+		}
+		cmd := exec.Command("git", "status", "--short")
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + global, "GIT_CEILING_DIRECTORIES=" + b}
+		out, _ := cmd.CombinedOutput()
+		t.Logf("git status: %s", out)
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the host's git status ran the program a tool planted in the submodule")
+		}
+	})
 }
