@@ -249,6 +249,64 @@ func (p *Protected) TrustOnly(others [][]byte) []string {
 	return taken
 }
 
+// Beside is what the runs of one workspace going on at once share, for
+// the submodules each trusts (the placeholder session of a run is one):
+// a lock that orders their looks, what each kept, and keeping one's own.
+type Beside interface {
+	// Trusting takes the workspace's trust lock and returns its release.
+	Trusting() (func(), error)
+	// OthersKept returns the sets the other runs going on kept: those
+	// skip does not name, and all.
+	OthersKept(skip func(id string) bool) (kept, all [][]byte)
+	// Keep leaves this run's set for the others.
+	Keep(data []byte) error
+}
+
+// A BesideError is a failure of [Beside] in [Config.ProtectBeside]: the
+// run cannot be set up, which is no refusal of its workspace.
+type BesideError struct {
+	Op  string // "lock" or "keep"
+	Err error
+}
+
+func (e *BesideError) Error() string {
+	if e.Op == "lock" {
+		return "cannot take the workspace's trust lock: " + e.Err.Error()
+	}
+	return "cannot keep the submodules this run trusts for the runs beside it: " + e.Err.Error()
+}
+
+func (e *BesideError) Unwrap() error { return e.Err }
+
+// ProtectBeside is [Config.Protect] for a run of root that others may go
+// on beside: under the workspace's trust lock, from the index's read
+// until what the run trusts is kept, it trusts only the submodules every
+// other run trusts too ([Protected.TrustOnly]; skip names runs left out
+// of that, a sandbox made ahead and idle), protects the entries of those
+// any other trusts ([Protected.GuardOthers]), and keeps what it trusts
+// for the runs that start later ([Protected.Known]) — before its command
+// can start.
+func (c Config) ProtectBeside(root string, b Beside, skip func(id string) bool) (*Protected, error) {
+	unlock, err := b.Trusting()
+	if err != nil {
+		return nil, &BesideError{Op: "lock", Err: err}
+	}
+	defer unlock()
+	p, err := c.Protect(root)
+	if err != nil {
+		return nil, err
+	}
+	trusting, all := b.OthersKept(skip)
+	p.TrustOnly(trusting)
+	if err := p.GuardOthers(all); err != nil {
+		return nil, err
+	}
+	if err := b.Keep(p.Known()); err != nil {
+		return nil, &BesideError{Op: "keep", Err: err}
+	}
+	return p, nil
+}
+
 // GuardOthers protects, besides the set's own paths, the entry of every
 // submodule another run of the workspace going on trusts (others: what
 // each kept of [Protected.Known], a sandbox made ahead and idle too) that

@@ -555,18 +555,11 @@ func (s *Session) Keep(data []byte) error {
 	}
 	name := filepath.Join(s.dir, "known-"+s.ID())
 	tmp := name + ".t"
-	f, err := dirfd.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
+	os.Remove(tmp) // a killed run's of the same ID: none, in practice
+	if err := createFile(tmp, string(data), 0o600); err != nil {
 		return err
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
+	if err := os.Rename(tmp, name); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -668,7 +661,7 @@ func (s *Session) Create(path string, dir bool, content string) error {
 				return err
 			}
 		}
-	} else if err := createFile(path, content); err != nil {
+	} else if err := createFile(path, content, 0o644); err != nil {
 		return err
 	}
 	var st unix.Stat_t
@@ -725,13 +718,13 @@ func CreateKept(path string, dir bool, content string) error {
 	if dir {
 		return os.Mkdir(path, 0o755)
 	}
-	return createFile(path, content)
+	return createFile(path, content, 0o644)
 }
 
 // createFile makes the file path, which must not exist, holding content;
 // on a failure to write it, it is removed again.
-func createFile(path, content string) error {
-	f, err := dirfd.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+func createFile(path, content string, perm uint32) error {
+	f, err := dirfd.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
 	if err != nil {
 		return err
 	}

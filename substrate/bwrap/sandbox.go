@@ -166,33 +166,17 @@ func (s *Sandbox) build(environ []string) error {
 	var pins, protected []string
 	if p.access == AccessWrite {
 		// Found under the run lock: no run of an enclosing workspace
-		// changes what it reads meanwhile; and under the trust lock from
-		// the index's read until what this run trusts is kept.
-		unlock, err := s.session.Trusting()
-		if err != nil {
-			return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: err.Error()}
-		}
-		defer unlock()
-		if s.protected, err = p.harness.Protect(ws); err != nil {
+		// changes what it reads meanwhile. The submodules trusted as the
+		// user's are those every other run going on trusts too (a sandbox
+		// made ahead, its command not given, has run nothing), and the
+		// entries of those any of them trusts are protected here as well.
+		if s.protected, err = p.harness.ProtectBeside(ws, s.session, idleAhead); err != nil {
+			var be *harness.BesideError
+			if errors.As(err, &be) {
+				return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: be.Err, detail: be.Error()}
+			}
 			return err
 		}
-		// The submodules trusted as the user's are those every other run
-		// going on trusts too (a sandbox made ahead, its command not
-		// given, has run nothing); kept for the runs that start later,
-		// before this one's command can start.
-		//
-		// The entries of the submodules the others trust, a sandbox made
-		// ahead too, are protected here as well, in the index or not: a
-		// tool of another run may have taken one out, to put it back.
-		trusting, all := s.session.OthersKept(idleAhead)
-		s.protected.TrustOnly(trusting)
-		if err := s.protected.GuardOthers(all); err != nil {
-			return err
-		}
-		if err := s.session.Keep(s.protected.Known()); err != nil {
-			return &Error{Op: "start", Root: ws, Err: ErrSetup, Cause: err, detail: "cannot keep the submodules this run trusts for the runs beside it: " + err.Error()}
-		}
-		unlock()
 		if pins, protected, err = s.protect(); err != nil {
 			return err
 		}

@@ -135,29 +135,16 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 				return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot create harness state %s: %w", st, err)
 			}
 		}
-		// Under the trust lock from the index's read until what this run
-		// trusts is kept ([placeholder.Session.Trusting]).
-		unlock, err := sess.Trusting()
-		if err != nil {
-			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
-		}
-		defer unlock()
-		if prot, err = h.Protect(ws); err != nil {
-			return substrate.Outcome{}, nil, err
-		}
 		// The submodules trusted as the user's are those every other run
-		// going on trusts too; kept for the runs that start later. The
-		// entries of those the others trust are protected here too, in
-		// the index or not.
-		others, _ := sess.OthersKept(nil)
-		prot.TrustOnly(others)
-		if err := prot.GuardOthers(others); err != nil {
+		// going on trusts too, and the entries of those any of them trusts
+		// are protected here as well.
+		if prot, err = h.ProtectBeside(ws, sess, nil); err != nil {
+			var be *harness.BesideError
+			if errors.As(err, &be) {
+				return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: %w", err)
+			}
 			return substrate.Outcome{}, nil, err
 		}
-		if err := sess.Keep(prot.Known()); err != nil {
-			return substrate.Outcome{}, nil, refusal.Errorf(refusal.SandboxUnavailable, "landlock: cannot keep the submodules this run trusts for the runs beside it: %w", err)
-		}
-		unlock()
 		cfg.Spine, cfg.Protected = spineOf(prot)
 	}
 	grp, err := p.Limits.Start(helperProcesses)
