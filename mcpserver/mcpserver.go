@@ -100,6 +100,8 @@ type Server struct {
 	tools map[string]bool // admitted tools served
 	mine  map[string]bool // tools registered through this server
 	slots chan struct{}   // one per run going on
+	// files is held by each change through the file tools ([Server.change]).
+	files sync.Mutex
 	// gone is canceled when the client goes: every call in flight ends,
 	// its processes killed.
 	gone   context.Context
@@ -402,10 +404,39 @@ func (s *Server) writeFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if err := decode(req, &a); err != nil {
 		return refused("write", "", err), nil
 	}
-	if err := s.cfg.Files.WriteFile(a.Path, []byte(a.Content)); err != nil {
+	notes, err := s.change(func() error { return s.cfg.Files.WriteFile(a.Path, []byte(a.Content)) })
+	if err != nil {
 		return refused("write", a.Path, err), nil
 	}
-	return result(map[string]any{"path": a.Path, "bytes": len(a.Content)}, false), nil
+	return result(withNotes(map[string]any{"path": a.Path, "bytes": len(a.Content)}, notes), false), nil
+}
+
+// change makes one change through the file tools, one at a time: the
+// workspace kept open for the server's life finds its protected set anew
+// for it, as the workspace is now (a run since may have entered a
+// submodule in the index, whose entry a write must not make), and what
+// the change left in the git index is quarantined after it, as after a
+// run ([harness.Protected.QuarantineNotes]); it returns the notes.
+func (s *Server) change(f func() error) ([]string, error) {
+	s.files.Lock()
+	defer s.files.Unlock()
+	s.cfg.Files.Renew()
+	if err := f(); err != nil {
+		return nil, err
+	}
+	p, err := s.cfg.Files.Protected()
+	if err != nil {
+		return nil, nil // the change was made under it: it was found
+	}
+	return p.QuarantineNotes(), nil
+}
+
+// withNotes adds the quarantine's notes to a file tool's result.
+func withNotes(m map[string]any, notes []string) map[string]any {
+	if len(notes) > 0 {
+		m["notes"] = notes
+	}
+	return m
 }
 
 func (s *Server) editFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -420,10 +451,11 @@ func (s *Server) editFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if a.New == nil {
 		return refused("edit", a.Path, refusal.Errorf(refusal.Invalid, "edit_file needs new (\"\" deletes old)")), nil
 	}
-	if err := s.cfg.Files.Edit(a.Path, a.Old, *a.New); err != nil {
+	notes, err := s.change(func() error { return s.cfg.Files.Edit(a.Path, a.Old, *a.New) })
+	if err != nil {
 		return refused("edit", a.Path, err), nil
 	}
-	return result(map[string]any{"path": a.Path, "replaced": 1}, false), nil
+	return result(withNotes(map[string]any{"path": a.Path, "replaced": 1}, notes), false), nil
 }
 
 func (s *Server) listDir(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -537,3 +537,60 @@ func TestMCPServerAllowHost(t *testing.T) {
 		t.Errorf("--allow-host on landlock: exit %d (%s), want usage", code, stderr)
 	}
 }
+
+// TestMCPFileToolsProtectTheIndexAsItIsNow: the server's file tools found
+// the workspace's protected set at their first change and kept it for the
+// server's life. A bash call then entered a submodule P in the index (its
+// entry absent: nothing for the run's quarantine to move), and write_file
+// made P/.git — a git directory whose core.fsmonitor the host's git
+// status at the root ran. Each write and edit now finds the set as the
+// index is then, and quarantines what it left, as `cordon fs` does.
+func TestMCPFileToolsProtectTheIndexAsItIsNow(t *testing.T) {
+	needBwrap(t)
+	ws := tempWorkspace(t)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ws, "GIT_CONFIG_NOSYSTEM=1"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q", ".")
+	git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+	marker := filepath.Join(t.TempDir(), "pwned")
+	s := mcpSession(t, ws, nil)
+	if _, isErr := call(t, s, "write_file", map[string]any{"path": "first.txt", "content": "x\n"}); isErr {
+		t.Fatal("write_file failed")
+	}
+	got, isErr := call(t, s, "bash", map[string]any{"command": "git update-index --add --cacheinfo 160000,0123456789abcdef0123456789abcdef01234567,P && echo ADDED"})
+	if isErr || !strings.Contains(got, "ADDED") {
+		t.Fatalf("bash did not enter P in the index: %q", got)
+	}
+	wrote := 0
+	for path, content := range map[string]string{
+		"P/.git/HEAD":            "ref: refs/heads/main\n",
+		"P/.git/objects/keep":    "",
+		"P/.git/refs/heads/keep": "",
+		"P/.git/config":          "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"touch " + marker + "; false\"\n",
+	} {
+		if got, isErr := call(t, s, "write_file", map[string]any{"path": path, "content": content}); !isErr {
+			wrote++
+		} else {
+			t.Logf("write_file %s: %s", path, got)
+		}
+	}
+	if wrote > 0 {
+		t.Errorf("write_file made %d files in P/.git, the entry of a submodule the index names", wrote)
+	}
+	cmd := exec.Command("git", "status", "--short")
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1"}
+	cmd.CombinedOutput()
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the host's git status ran a command a file tool planted")
+	}
+}

@@ -38,9 +38,10 @@ type Workspace struct {
 	fd    int    // directory descriptor on root
 	cfg   Config
 
-	protOnce sync.Once
-	prot     *harness.Protected
-	protErr  error
+	protMu    sync.Mutex
+	protFound bool
+	prot      *harness.Protected
+	protErr   error
 }
 
 // Open opens the workspace directory dir, resolving it to its canonical path
@@ -69,12 +70,29 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 }
 
 // Protected returns the workspace's protected set ([harness.Config.Protect]),
-// found on the first change the workspace is asked for and kept: it is
-// what git and the rest of the host would read later, as the workspace was
-// when the first change came.
+// found on the first change the workspace is asked for since it was opened
+// or renewed ([Workspace.Renew]), and kept: it is what git and the rest of
+// the host would read later, as the workspace was when that change came.
 func (w *Workspace) Protected() (*harness.Protected, error) {
-	w.protOnce.Do(func() { w.prot, w.protErr = w.cfg.harness.Protect(w.root) })
+	w.protMu.Lock()
+	defer w.protMu.Unlock()
+	if !w.protFound {
+		w.prot, w.protErr = w.cfg.harness.Protect(w.root)
+		w.protFound = true
+	}
 	return w.prot, w.protErr
+}
+
+// Renew forgets the protected set: the next change finds it again, as the
+// workspace is then. A workspace kept open across calls — a server's — is
+// renewed before each: what git would read changes between them (a
+// sandboxed command enters a submodule in the index, the user sets a
+// hooks path), and a set found at the first change protects what the
+// workspace was then.
+func (w *Workspace) Renew() {
+	w.protMu.Lock()
+	defer w.protMu.Unlock()
+	w.prot, w.protErr, w.protFound = nil, nil, false
 }
 
 // mayChange refuses a change to the canonical workspace-relative path
