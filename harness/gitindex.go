@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -375,6 +376,22 @@ func (p *Protected) GuardOthers(others [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// Guarded returns a copy of p that also protects the entries of the
+// submodules the other runs going on trust ([Protected.GuardOthers]:
+// others is what each kept), for a change that is no run — a file tool's;
+// p itself is unchanged. With no sets, it is p.
+func (p *Protected) Guarded(others [][]byte) (*Protected, error) {
+	if p == nil || len(others) == 0 {
+		return p, nil
+	}
+	c := *p
+	c.paths, c.seen = slices.Clone(p.paths), maps.Clone(p.seen)
+	if err := c.GuardOthers(others); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // localRel reports whether rel is a clean path inside the workspace, as

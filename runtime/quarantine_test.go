@@ -16,6 +16,7 @@ import (
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	wsguard "github.com/cordon-run/cordon/substrate/workspace"
 )
 
 // craftIndex rewrites .git/index with one gitlink (argv[2], object argv[3])
@@ -661,6 +662,61 @@ i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 		}
 		if strings.Contains(resR.Stdout, "PLANTED") {
 			t.Errorf("R wrote into P/.git/config, the entry of a submodule W trusts")
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the marker exists before the host's git ran")
+		}
+		afterGit(t, ws, marker)
+	})
+}
+
+// TestAFileToolDoesNotWriteASubmoduleARunTrusts: a run W trusts the
+// user's submodule P, and its command takes P out of the index; a file
+// tool's write (the command line's fs write, a server's write_file, a
+// WebAssembly tool: each goes through the workspace's guard), which found
+// no P in the index, wrote core.fsmonitor into P/.git/config; W's command
+// put P back, and at W's end P/.git was the inode it trusted: passed by,
+// and the host's git status ran it. The guard now also protects the
+// entries the runs going on trust.
+func TestAFileToolDoesNotWriteASubmoduleARunTrusts(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		os.Mkdir(filepath.Join(ws, "e"), 0o755)
+		head := userSubmodule(t, ws, "P")
+		time.Sleep(50 * time.Millisecond) // the user's, made well before the run
+		marker := filepath.Join(b, "pwned")
+		scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
+i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+		var resW runtime.Result
+		wDone := make(chan struct{})
+		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
+		if !waitFile(filepath.Join(ws, "e", "w-ready")) {
+			<-wDone
+			t.Fatalf("W did not take P out of the index: %q %q", resW.Stdout, resW.Stderr)
+		}
+		files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+		if err != nil {
+			t.Fatal(err)
+		}
+		config, err := files.ReadFile("P/.git/config")
+		if err != nil {
+			t.Fatal(err)
+		}
+		errWrite := files.WriteFile("P/.git/config", fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker)))
+		files.Close()
+		os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
+		<-wDone
+		t.Logf("%s: write: %v; W %q %q notes %q", sub, errWrite, resW.Stdout, resW.Stderr, resW.Notes)
+		if !strings.Contains(resW.Stdout, "READDED") {
+			t.Fatalf("W did not put P back in the index (the test proves nothing): %q %q", resW.Stdout, resW.Stderr)
+		}
+		if errWrite == nil {
+			t.Errorf("a file tool wrote P/.git/config, the entry of a submodule W trusts")
+		} else if !errors.Is(errWrite, wsguard.ErrWriteLater) {
+			t.Errorf("the write was refused, but not as a write-later path: %v", errWrite)
 		}
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatal("the marker exists before the host's git ran")

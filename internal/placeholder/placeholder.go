@@ -534,8 +534,12 @@ const trustWait = 10 * time.Second
 // a submodule out of it, and a run starting meanwhile find neither the
 // submodule in its index nor the first run's set, which it had not kept
 // yet: the entry was writable in it.
-func (s *Session) Trusting() (func(), error) {
-	f, err := dirfd.OpenFile(filepath.Join(s.dir, "trust.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+func (s *Session) Trusting() (func(), error) { return trusting(s.dir) }
+
+// trusting takes the trust lock of the workspace whose directory of runs
+// is dir, and returns its release.
+func trusting(dir string) (func(), error) {
+	f, err := dirfd.OpenFile(filepath.Join(dir, "trust.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -544,6 +548,60 @@ func (s *Session) Trusting() (func(), error) {
 		return nil, fmt.Errorf("placeholder: the workspace's trust lock: %w", err)
 	}
 	return sync.OnceFunc(func() { f.Close() }), nil
+}
+
+// A Guard is a change to a workspace that is no run — a file tool's
+// write, from the command line, a server or a WebAssembly tool — among
+// the runs of that workspace going on: it holds the workspace's trust
+// lock ([Session.Trusting]) while the change finds what it must not write
+// — the index read, and what the runs kept ([Guard.Kept]) — so that no
+// run reads its index and keeps its set in between. A run whose set is
+// kept before the guard looks is seen; one that keeps it after read its
+// index after the change did, and trusts only what it found there.
+// Release it once those are read; the change itself need not hold it.
+type Guard struct {
+	dir, active, workspace string
+	release                func()
+}
+
+// Watch takes the trust lock of the runs of workspace (absolute,
+// canonical) in stateDir, making the workspace's directory of runs if need
+// be. Where stateDir does not exist, no run of it is going on, nor can one
+// have read the index before this change did while keeping its set after
+// (a command of a run going on is what could have changed the index in
+// between): the guard is nil, which guards nothing.
+func Watch(stateDir, workspace string) (*Guard, error) {
+	if _, ok := ensured.Load(stateDir + "\x00" + Key(workspace)); !ok {
+		if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	dirs, err := ensureDirs(stateDir, Key(workspace))
+	if err != nil {
+		return nil, err
+	}
+	release, err := trusting(dirs[0])
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{dir: dirs[0], active: dirs[2], workspace: workspace, release: release}, nil
+}
+
+// Kept returns what the runs of the guard's workspace going on now kept
+// ([Session.Keep]), as [Session.OthersKept] returns all of it.
+func (g *Guard) Kept() [][]byte {
+	if g == nil {
+		return nil
+	}
+	_, all := keptBy(g.active, g.dir, "", g.workspace, nil)
+	return all
+}
+
+// Release lets go of the trust lock.
+func (g *Guard) Release() {
+	if g != nil {
+		g.release()
+	}
 }
 
 // Keep leaves data where the other runs of the workspace going on now
@@ -578,11 +636,17 @@ func (s *Session) Keep(data []byte) error {
 // read whole (not a regular file, over maxKept) is there as nil: a set
 // that trusts nothing.
 func (s *Session) OthersKept(skip func(id string) bool) (kept, all [][]byte) {
-	for id, ws := range liveRuns(s.activeDir, s.recordAt, false) {
-		if ws != s.workspace {
+	return keptBy(s.activeDir, s.dir, s.recordAt, s.workspace, skip)
+}
+
+// keptBy is [Session.OthersKept] of the runs of workspace going on in the
+// registry active, but for the record self, whose sets are in dir.
+func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kept, all [][]byte) {
+	for id, ws := range liveRuns(active, self, false) {
+		if ws != workspace {
 			continue
 		}
-		set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(s.dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
+		set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // it has kept nothing yet: it has let no command start
 		}

@@ -1294,3 +1294,70 @@ func TestTrustingIsOneAtATime(t *testing.T) {
 		t.Fatal("the second session did not get the trust lock once the first let it go")
 	}
 }
+
+// TestAGuardSeesTheRunsBesideIt: a change that is no run (a file tool's)
+// holds the workspace's trust lock while it looks — a run's Trusting
+// waits for it — and finds what the runs of its workspace going on kept,
+// not those of another workspace nor an ended one's. Where the state
+// directory does not exist, no run can be going on: the guard is nil and
+// guards nothing, and the directory is not made.
+func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	g, err := placeholder.Watch(state, ws)
+	if err != nil || g != nil {
+		t.Fatalf("Watch without a state directory = %v, %v; want nil, nil", g, err)
+	}
+	g.Release() // a nil guard's release is none
+	if g.Kept() != nil {
+		t.Error("a nil guard kept something")
+	}
+	if _, err := os.Lstat(state); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Watch made the state directory: %v", err)
+	}
+	ws2 := filepath.Join(top, "ws2")
+	if err := os.Mkdir(ws2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, ended := begin(t, top), begin(t, top)
+	other, err := placeholder.Begin(state, ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.End() })
+	for s, set := range map[*placeholder.Session]string{a: `{"P":"a"}`, ended: `{"P":"ended"}`, other: `{"P":"other"}`} {
+		if err := s.Keep([]byte(set)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ended.End(); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = placeholder.Watch(state, ws); err != nil || g == nil {
+		t.Fatalf("Watch = %v, %v", g, err)
+	}
+	if got := g.Kept(); len(got) != 1 || string(got[0]) != `{"P":"a"}` {
+		t.Errorf("Kept = %q, want the set of the one run of the workspace going on", got)
+	}
+	got := make(chan struct{})
+	go func() {
+		unlock, err := a.Trusting()
+		if err != nil {
+			t.Error(err)
+		} else {
+			unlock()
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("a run took the trust lock while a guard held it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.Release()
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run did not get the trust lock once the guard let it go")
+	}
+}

@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/placeholder"
 )
 
 // maxSymlinks bounds the symlinks followed while resolving one path, as
@@ -40,8 +43,10 @@ type Workspace struct {
 
 	protMu    sync.Mutex
 	protFound bool
-	prot      *harness.Protected
+	base      *harness.Protected // found at the first change since opened or renewed
 	protErr   error
+	prot      *harness.Protected // base, guarding what guardedBy trust ([Workspace.Protected])
+	guardedBy [][]byte
 }
 
 // Open opens the workspace directory dir, resolving it to its canonical path
@@ -73,14 +78,43 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 // found on the first change the workspace is asked for since it was opened
 // or renewed ([Workspace.Renew]), and kept: it is what git and the rest of
 // the host would read later, as the workspace was when that change came.
+// To it, each call adds the entries of the submodules that the runs of the
+// workspace going on trust ([harness.Protected.Guarded]), as they are at
+// that call: a run's command can take such a submodule out of the index,
+// and a file tool that then wrote its P/.git — core.fsmonitor in its
+// config — would be passed by at the run's end (the same inode it
+// trusted), and obeyed by the host's git status. The set is found, and
+// what the runs kept read, under the workspace's trust lock
+// ([placeholder.Guard]): no run reads its index and keeps what it trusts
+// in between.
 func (w *Workspace) Protected() (*harness.Protected, error) {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
+	var g *placeholder.Guard
+	if dir := w.cfg.harness.StateDir(); dir != "" {
+		var err error
+		if g, err = placeholder.Watch(dir, w.root); err != nil {
+			return nil, &harness.BesideError{Op: "lock", Err: err}
+		}
+		defer g.Release()
+	}
 	if !w.protFound {
-		w.prot, w.protErr = w.cfg.harness.Protect(w.root)
+		w.base, w.protErr = w.cfg.harness.Protect(w.root)
+		w.prot, w.guardedBy = w.base, nil
 		w.protFound = true
 	}
-	return w.prot, w.protErr
+	if w.protErr != nil {
+		return nil, w.protErr
+	}
+	kept := g.Kept()
+	if !slices.EqualFunc(kept, w.guardedBy, bytes.Equal) {
+		p, err := w.base.Guarded(kept)
+		if err != nil {
+			return nil, err
+		}
+		w.prot, w.guardedBy = p, kept
+	}
+	return w.prot, nil
 }
 
 // Renew forgets the protected set: the next change finds it again, as the
@@ -92,7 +126,7 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 func (w *Workspace) Renew() {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
-	w.prot, w.protErr, w.protFound = nil, nil, false
+	w.base, w.prot, w.protErr, w.protFound, w.guardedBy = nil, nil, nil, false, nil
 }
 
 // mayChange refuses a change to the canonical workspace-relative path
