@@ -588,13 +588,31 @@ func Watch(stateDir, workspace string) (*Guard, error) {
 }
 
 // Kept returns what the runs of the guard's workspace going on now kept
-// ([Session.Keep]), as [Session.OthersKept] returns all of it.
-func (g *Guard) Kept() [][]byte {
+// ([Session.Keep]), as [Session.OthersKept] returns all of it. It fails
+// with [ErrNested] while a run of an enclosing or a nested workspace is
+// going on: that run keeps its set under its own workspace's trust lock,
+// not this one, so the guard cannot tell whether it read its index before
+// the change did and has yet to keep what it trusts — an entry the change
+// would then write unguarded.
+func (g *Guard) Kept() ([][]byte, error) {
 	if g == nil {
-		return nil
+		return nil, nil
+	}
+	for _, ws := range liveRuns(g.active, "", false) {
+		switch {
+		case within(g.workspace, ws):
+			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, ws)
+		case within(ws, g.workspace):
+			return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, ws)
+		}
 	}
 	_, all := keptBy(g.active, g.dir, "", g.workspace, nil)
-	return all
+	return all, nil
+}
+
+// within reports whether path p lies strictly below dir.
+func within(p, dir string) bool {
+	return p != dir && strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // Release lets go of the trust lock.

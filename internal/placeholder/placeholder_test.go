@@ -1309,8 +1309,8 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 		t.Fatalf("Watch without a state directory = %v, %v; want nil, nil", g, err)
 	}
 	g.Release() // a nil guard's release is none
-	if g.Kept() != nil {
-		t.Error("a nil guard kept something")
+	if got, err := g.Kept(); got != nil || err != nil {
+		t.Errorf("a nil guard kept %q, %v", got, err)
 	}
 	if _, err := os.Lstat(state); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Watch made the state directory: %v", err)
@@ -1336,8 +1336,24 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 	if g, err = placeholder.Watch(state, ws); err != nil || g == nil {
 		t.Fatalf("Watch = %v, %v", g, err)
 	}
-	if got := g.Kept(); len(got) != 1 || string(got[0]) != `{"P":"a"}` {
-		t.Errorf("Kept = %q, want the set of the one run of the workspace going on", got)
+	if got, err := g.Kept(); err != nil || len(got) != 1 || string(got[0]) != `{"P":"a"}` {
+		t.Errorf("Kept = %q, %v; want the set of the one run of the workspace going on", got, err)
+	}
+	// A change of a workspace nested in the run's, or enclosing it, is
+	// refused: that run keeps its set under its own trust lock.
+	inner := filepath.Join(ws, "inner")
+	if err := os.Mkdir(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{inner, top} {
+		other, err := placeholder.Watch(state, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := other.Kept(); !errors.Is(err, placeholder.ErrNested) {
+			t.Errorf("a guard of %s beside a run of %s: Kept = %q, %v; want ErrNested", dir, ws, got, err)
+		}
+		other.Release()
 	}
 	got := make(chan struct{})
 	go func() {

@@ -200,9 +200,20 @@ func (g *guardFS) errno(op, path string, err error, creating bool) experimentals
 	}
 	var pe *workspace.PathError
 	if !errors.As(err, &pe) {
+		if k := refusal.Of(err); k != nil && k.Class() == refusal.Policy {
+			// The workspace's set refused the change as a whole (a
+			// protected path that cannot be protected, a run of an
+			// enclosing workspace going on).
+			g.record(op, path, err)
+			return experimentalsys.EACCES
+		}
 		return experimentalsys.UnwrapOSError(err)
 	}
 	switch pe.Err {
+	case workspace.ErrWriteLater:
+		// Read-only, as the bind over it is in a native sandbox.
+		g.record(op, path, err)
+		return experimentalsys.EROFS
 	case workspace.ErrOutsideWorkspace, workspace.ErrHardLink:
 		g.record(op, path, err)
 		return experimentalsys.EPERM

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/refusal"
 )
 
 // maxSymlinks bounds the symlinks followed while resolving one path, as
@@ -80,13 +81,15 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 // the host would read later, as the workspace was when that change came.
 // To it, each call adds the entries of the submodules that the runs of the
 // workspace going on trust ([harness.Protected.Guarded]), as they are at
-// that call: a run's command can take such a submodule out of the index,
+// that call, and those the runs seen since the set was found trusted: a
+// run's command can take such a submodule out of the index,
 // and a file tool that then wrote its P/.git — core.fsmonitor in its
 // config — would be passed by at the run's end (the same inode it
 // trusted), and obeyed by the host's git status. The set is found, and
 // what the runs kept read, under the workspace's trust lock
 // ([placeholder.Guard]): no run reads its index and keeps what it trusts
-// in between.
+// in between. A change is refused while a run of an enclosing or nested
+// workspace is going on, which keeps its set under another lock.
 func (w *Workspace) Protected() (*harness.Protected, error) {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
@@ -106,13 +109,27 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	if w.protErr != nil {
 		return nil, w.protErr
 	}
-	kept := g.Kept()
-	if !slices.EqualFunc(kept, w.guardedBy, bytes.Equal) {
-		p, err := w.base.Guarded(kept)
+	kept, err := g.Kept()
+	if err != nil {
+		return nil, refusal.Errorf(refusal.WorkspaceRefused, "refusing to change %s: %v, and a file tool's change beside it could write what that run trusts; wait for it to end", w.root, err)
+	}
+	// Every set seen since the base was found stays guarded, its run
+	// ended or not: the base can be older than an index a run's command
+	// changed, and an entry a run trusted while out of that index would
+	// be writable once the run ended — to be trusted again, with what the
+	// change wrote, by the next run that finds it in the index.
+	grew := false
+	for _, k := range kept {
+		if !slices.ContainsFunc(w.guardedBy, func(g []byte) bool { return bytes.Equal(g, k) }) {
+			w.guardedBy, grew = append(w.guardedBy, k), true
+		}
+	}
+	if grew {
+		p, err := w.base.Guarded(w.guardedBy)
 		if err != nil {
 			return nil, err
 		}
-		w.prot, w.guardedBy = p, kept
+		w.prot = p
 	}
 	return w.prot, nil
 }

@@ -1,0 +1,279 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/internal/wasmtest"
+	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/runtime"
+	wsguard "github.com/cordon-run/cordon/substrate/workspace"
+)
+
+// runSubmoduleGuest admits runtime/testdata/submoduleguest as a wasm tool
+// of ws with fs.read and fs.write, and runs it in mode.
+func runSubmoduleGuest(t *testing.T, ws, mode string) runtime.Result {
+	t.Helper()
+	ctx := context.Background()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "ag.wasm"), wasmtest.Go(t, "runtime/testdata/submoduleguest"), 0o644); err != nil {
+		t.Error(err)
+		return runtime.Result{}
+	}
+	a, err := admission.New(admission.Config{Workspace: ws, Harness: testHarness})
+	if err != nil {
+		t.Error(err)
+		return runtime.Result{}
+	}
+	reg, err := admission.OpenRegistry(admission.RegistryConfig{Workspace: ws, Harness: testHarness})
+	if err != nil {
+		t.Error(err)
+		return runtime.Result{}
+	}
+	adm, err := a.Admit(ctx, admission.Source{Name: "decl", Dir: src, Data: []byte(fmt.Sprintf(
+		`{"name": "ag", "kind": "wasm", "module": "ag.wasm", "args": [%q], "capabilities": ["fs.read:workspace", "fs.write:workspace", "time:60s"], "input_schema": {"type": "object"}}`, mode))})
+	if err != nil {
+		t.Error(err)
+		return runtime.Result{}
+	}
+	if _, err := reg.Register(adm); err != nil {
+		t.Error(err)
+		return runtime.Result{}
+	}
+	p, err := a.Prepare(ctx, reg, "ag", []byte(`{}`))
+	if err != nil {
+		t.Error(err)
+		return runtime.Result{}
+	}
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
+	res, err := rt.Run(ctx, p)
+	if err != nil {
+		t.Error(err)
+	}
+	return res
+}
+
+// TestAWasmToolDoesNotWriteASubmoduleAnEndedRunTrusted: a WebAssembly tool
+// T finds its workspace's protected set (Protect, the index) once, at its
+// first change; it added only the kept sets of the runs going on at each
+// later change, and now keeps every set it has seen. Run R trusts the user's submodule P and takes it out of the
+// index; T makes its first change (its set names no P; R's kept set guards
+// it then); R puts P back and ends (the same inode: passed by). Now no run
+// going on trusts P, P is in the index, and T's set, found when P was not,
+// does not protect P/.git: T writes core.fsmonitor into P/.git/config. A
+// run W then starts, trusts P (the user's inode, no run beside it) and
+// takes P out of the index over T's end, so that T's own quarantine finds
+// nothing new; W puts P back and ends, passing the same inode by. The
+// host's git status ran T's command.
+func TestAWasmToolDoesNotWriteASubmoduleAnEndedRunTrusted(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	head := userSubmodule(t, ws, "P")
+	time.Sleep(50 * time.Millisecond) // the user's, made well before the runs
+	marker := filepath.Join(b, "pwned")
+	os.WriteFile(filepath.Join(ws, "e", "fsmon-line"), fmt.Appendf(nil, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker)), 0o644)
+
+	scriptR := editIndex(`--force-remove P`) + ` && touch e/r-ready
+i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+	scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
+i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+
+	var resR, resT runtime.Result
+	rDone, tDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR) }()
+	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+		<-rDone
+		t.Fatalf("R did not take P out of the index: %q %q", resR.Stdout, resR.Stderr)
+	}
+	go func() { defer close(tDone); resT = runSubmoduleGuest(t, ws, "stale") }()
+	<-rDone
+	os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
+	// W starts once T planted (a run going on that trusts P guards it).
+	resW := func() runtime.Result {
+		wDone := make(chan runtime.Result)
+		if !waitFile(filepath.Join(ws, "e", "t-planted")) {
+			<-tDone
+			t.Fatalf("T did not plant: %q %q", resT.Stdout, resT.Stderr)
+		}
+		go func() { wDone <- run(t, newPolicy(ws), scriptW) }()
+		<-tDone
+		os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
+		return <-wDone
+	}()
+	t.Logf("R %q %q notes %q", resR.Stdout, resR.Stderr, resR.Notes)
+	t.Logf("T %q %q notes %q refusals %v", resT.Stdout, resT.Stderr, resT.Notes, resT.Refusals)
+	t.Logf("W %q %q notes %q", resW.Stdout, resW.Stderr, resW.Notes)
+	if !strings.Contains(resR.Stdout, "READDED") || !strings.Contains(resW.Stdout, "READDED") {
+		t.Fatalf("the runs did not do their part (the test proves nothing)")
+	}
+	if strings.Contains(resT.Stdout, "plant-early P/.git/config: ok") {
+		t.Errorf("T wrote P/.git/config while R trusted it (the change's own case)")
+	}
+	if strings.Contains(resT.Stdout, "plant-late P/.git/config: ok") {
+		t.Errorf("T wrote P/.git/config, the entry of the user's submodule P, in the index again, with a set found while P was out of it")
+	}
+	// The refusals reach the result, named: not an I/O error.
+	writeLater := 0
+	for _, r := range resT.Refusals {
+		if r.Error == "WriteLater" && strings.HasSuffix(r.Path, "P/.git/config") {
+			writeLater++
+		}
+	}
+	if writeLater != 2 || strings.Contains(resT.Stdout, "errno 29") {
+		t.Errorf("T's two writes of P/.git/config: %d WriteLater refusals in %+v; the guest saw %q", writeLater, resT.Refusals, resT.Stdout)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the marker exists before the host's git ran")
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestAWorkspaceKeptOpenGuardsWhatAnEndedRunTrusted: the same as
+// TestAWasmToolDoesNotWriteASubmoduleAnEndedRunTrusted, with the
+// workspace guard used as a WebAssembly tool's run uses it (open once, changes,
+// then Protected().QuarantineNotes() at the end), on bwrap.
+func TestAWorkspaceKeptOpenGuardsWhatAnEndedRunTrusted(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	head := userSubmodule(t, ws, "P")
+	time.Sleep(50 * time.Millisecond)
+	marker := filepath.Join(b, "pwned")
+	scriptR := editIndex(`--force-remove P`) + ` && touch e/r-ready
+i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+	scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
+i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+	var resR runtime.Result
+	rDone := make(chan struct{})
+	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR) }()
+	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+		<-rDone
+		t.Fatalf("R did not take P out of the index: %q %q", resR.Stdout, resR.Stderr)
+	}
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.WriteFile("x.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	config, _ := files.ReadFile("P/.git/config")
+	planted := fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
+	errEarly := files.WriteFile("P/.git/config", planted)
+	os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
+	<-rDone
+	errLate := files.WriteFile("P/.git/config", planted)
+	var resW runtime.Result
+	wDone := make(chan struct{})
+	go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW) }()
+	if !waitFile(filepath.Join(ws, "e", "w-ready")) {
+		<-wDone
+		t.Fatalf("W did not take P out of the index: %q %q", resW.Stdout, resW.Stderr)
+	}
+	var notes []string
+	if p, err := files.Protected(); err == nil {
+		notes = p.QuarantineNotes()
+	}
+	files.Close()
+	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
+	<-wDone
+	t.Logf("early %v; late %v; T notes %q; R %q notes %q; W %q notes %q", errEarly, errLate, notes, resR.Stdout, resR.Notes, resW.Stdout, resW.Notes)
+	if !strings.Contains(resR.Stdout, "READDED") || !strings.Contains(resW.Stdout, "READDED") {
+		t.Fatalf("the runs did not do their part (the test proves nothing)")
+	}
+	if errLate == nil {
+		t.Errorf("the kept-open workspace wrote P/.git/config, P in the index, with a set found while P was out of it")
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestAFileToolOfANestedWorkspaceWaitsForARunOfTheEnclosingOne: a run W
+// of the workspace ws (a repository) trusts the user's submodule sub/P;
+// its command takes sub/P out of the index. A file tool whose workspace is
+// ws/sub read the kept sets of the runs of ws/sub only — runs of nested
+// workspaces never overlap, but a file tool is no run — and the index
+// (ws's, the one enclosing ws/sub) named no sub/P: it wrote core.fsmonitor
+// into P/.git/config; W put sub/P back and passed the same inode by, and
+// the host's git status at ws ran it. A file tool's change is now refused
+// while a run of an enclosing or a nested workspace is going on.
+func TestAFileToolOfANestedWorkspaceWaitsForARunOfTheEnclosingOne(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		b := base(t)
+		ws := workspace(t, b)
+		gitRepo(t, ws)
+		os.Mkdir(filepath.Join(ws, "e"), 0o755)
+		inner := filepath.Join(ws, "sub")
+		os.Mkdir(inner, 0o755)
+		p := filepath.Join(inner, "P")
+		os.Mkdir(p, 0o755)
+		gitRepo(t, p)
+		head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",sub/P")
+		time.Sleep(50 * time.Millisecond) // the user's, made well before the run
+		marker := filepath.Join(b, "pwned")
+		scriptW := editIndex(`--force-remove sub/P`) + ` && touch e/w-ready
+i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,sub/P`) + ` && echo READDED`
+		var resW runtime.Result
+		wDone := make(chan struct{})
+		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
+		if !waitFile(filepath.Join(ws, "e", "w-ready")) {
+			<-wDone
+			t.Fatalf("W did not take sub/P out of the index: %q %q", resW.Stdout, resW.Stderr)
+		}
+		// The same write to ws's own file tool is refused (the change).
+		outer, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+		if err != nil {
+			t.Fatal(err)
+		}
+		config, _ := outer.ReadFile("sub/P/.git/config")
+		planted := fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
+		errOuter := outer.WriteFile("sub/P/.git/config", planted)
+		outer.Close()
+		files, err := wsguard.Open(inner, wsguard.WithHarness(testHarness))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errWrite := files.WriteFile("P/.git/config", planted)
+		var notes []string
+		if p, err := files.Protected(); err == nil {
+			notes = p.QuarantineNotes()
+		}
+		files.Close()
+		os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
+		<-wDone
+		t.Logf("%s: outer write: %v; inner write: %v (notes %q); W %q %q notes %q", sub, errOuter, errWrite, notes, resW.Stdout, resW.Stderr, resW.Notes)
+		if !strings.Contains(resW.Stdout, "READDED") {
+			t.Fatalf("W did not put sub/P back in the index (the test proves nothing): %q %q", resW.Stdout, resW.Stderr)
+		}
+		if !errors.Is(errOuter, wsguard.ErrWriteLater) {
+			t.Errorf("the workspace's own file tool wrote sub/P/.git/config: %v", errOuter)
+		}
+		if errWrite == nil {
+			t.Errorf("a file tool of the nested workspace wrote P/.git/config, the entry of a submodule W (of the enclosing workspace) trusts")
+		} else if k := refusal.KindOf(errWrite); k != refusal.WorkspaceRefused {
+			t.Errorf("the write was refused as %v, not WorkspaceRefused: %v", k, errWrite)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the marker exists before the host's git ran")
+		}
+		afterGit(t, ws, marker)
+	})
+}
