@@ -424,9 +424,9 @@ func (s *Server) change(f func() error) ([]string, error) {
 	if err := f(); err != nil {
 		return nil, err
 	}
-	p, err := s.cfg.Files.Protected()
-	if err != nil {
-		return nil, nil // the change was made under it: it was found
+	p := s.cfg.Files.Found()
+	if p == nil {
+		return nil, nil // no change could be made: there is nothing to quarantine
 	}
 	return p.QuarantineNotes(), nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -276,4 +278,186 @@ i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 		}
 		afterGit(t, ws, marker)
 	})
+}
+
+// TestANestedWorkspaceFindsNoSetWhileRefused: a workspace kept open (a
+// WebAssembly tool's, of ws/sub) makes its first change while a run R of
+// the enclosing ws is going on, which trusts the user's submodule sub/P
+// and has taken it out of ws's index. The change is refused; the set was
+// found before the runs were read, and kept: a set with no P, and R's set
+// is another workspace's. R put sub/P back and ended (the same inode:
+// passed by); the workspace then wrote P/.git/config, the entry of a
+// submodule in the index, with core.fsmonitor; a run W of ws took sub/P
+// out over the tool's end, put it back and passed it by, and the host's
+// git status ran the command. No set is found while a change is refused.
+func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	inner := filepath.Join(ws, "sub")
+	os.Mkdir(inner, 0o755)
+	p := filepath.Join(inner, "P")
+	os.Mkdir(p, 0o755)
+	gitRepo(t, p)
+	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",sub/P")
+	time.Sleep(50 * time.Millisecond)
+	marker := filepath.Join(b, "pwned")
+	scriptR := editIndex(`--force-remove sub/P`) + ` && touch e/r-ready
+i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,sub/P`) + ` && echo READDED`
+	scriptW := editIndex(`--force-remove sub/P`) + ` && touch e/w-ready
+i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,sub/P`) + ` && echo READDED`
+
+	var resR runtime.Result
+	rDone := make(chan struct{})
+	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR) }()
+	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+		<-rDone
+		t.Fatalf("R did not take sub/P out of the index: %q %q", resR.Stdout, resR.Stderr)
+	}
+	files, err := wsguard.Open(inner, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errFirst := files.WriteFile("x.txt", []byte("x")) // refused: R is going on
+	config, _ := files.ReadFile("P/.git/config")
+	planted := fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
+	os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
+	<-rDone
+	// R ended, sub/P is in ws's index again, no run is going on.
+	errLate := files.WriteFile("P/.git/config", planted)
+	var resW runtime.Result
+	wDone := make(chan struct{})
+	go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW) }()
+	if !waitFile(filepath.Join(ws, "e", "w-ready")) {
+		<-wDone
+		t.Fatalf("W did not take sub/P out of the index: %q %q", resW.Stdout, resW.Stderr)
+	}
+	var notes []string
+	if p := files.Found(); p != nil { // as a WebAssembly tool's run does at its end
+		notes = p.QuarantineNotes()
+	}
+	files.Close()
+	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
+	<-wDone
+	t.Logf("first %v; late %v; notes %q; R %q; W %q notes %q", errFirst, errLate, notes, resR.Stdout, resW.Stdout, resW.Notes)
+	if !strings.Contains(resR.Stdout, "READDED") || !strings.Contains(resW.Stdout, "READDED") {
+		t.Fatalf("the runs did not do their part (the test proves nothing)")
+	}
+	if errFirst == nil {
+		t.Fatalf("the first change was not refused while R was going on (the test proves nothing)")
+	}
+	if errLate == nil {
+		t.Errorf("the kept-open nested workspace wrote P/.git/config (sub/P in ws's index), with a set found while R had taken sub/P out and the change was refused")
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestAToolsQuarantineIsNotSkippedBesideANestedRun: the end of a
+// WebAssembly tool, cordon fs and the MCP server's change quarantined
+// only when Workspace.Protected() succeeded, which it now does not while
+// a run of an enclosing or nested workspace is going on. A tool of ws
+// made Q a repository whose core.fsmonitor runs a command and entered Q in
+// ws's index (no run going on: each change allowed); a run N of the
+// nested ws/sub started before the tool ended; the quarantine was
+// skipped, with no note, and the host's git status at ws entered Q and
+// ran the command. They quarantine against the set found at the first
+// change (Workspace.Found), whatever the runs going on.
+func TestAToolsQuarantineIsNotSkippedBesideANestedRun(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	inner := filepath.Join(ws, "sub")
+	os.Mkdir(inner, 0o755)
+	marker := filepath.Join(b, "pwned")
+
+	// What the tool will write: a repository, and ws's index naming it.
+	stage := t.TempDir()
+	q := filepath.Join(stage, "Q")
+	os.Mkdir(q, 0o755)
+	gitRepo(t, q)
+	hostGit(t, q, "config", "core.fsmonitor", plantCommand(marker))
+	qhead := strings.TrimSpace(hostGit(t, q, "rev-parse", "HEAD"))
+	idx := filepath.Join(stage, "idx")
+	data, err := os.ReadFile(filepath.Join(ws, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(idx, data, 0o644)
+	cmd := exec.Command("git", "update-index", "--add", "--cacheinfo", "160000,"+qhead+",Q")
+	cmd.Dir, cmd.Env = ws, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_INDEX_FILE=" + idx, "GIT_CONFIG_NOSYSTEM=1"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	newIndex, _ := os.ReadFile(idx)
+
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(q, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(stage, path)
+		if d.IsDir() {
+			if err := files.Mkdir(rel, 0o755); err != nil && !os.IsExist(err) && !strings.Contains(err.Error(), "exist") {
+				return err
+			}
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return files.WriteFile(rel, b)
+	})
+	if err != nil {
+		t.Fatalf("the tool's writes of Q: %v", err)
+	}
+	if err := files.WriteFile(".git/index", newIndex); err != nil {
+		t.Fatalf("the tool's write of the index: %v", err)
+	}
+	// A run of the nested workspace ws/sub starts before the tool ends.
+	var resN runtime.Result
+	nDone := make(chan struct{})
+	go func() {
+		defer close(nDone)
+		resN = run(t, newPolicy(inner), `touch n-ready
+i=0; while [ ! -e n-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo NDONE`)
+	}()
+	if !waitFile(filepath.Join(inner, "n-ready")) {
+		<-nDone
+		t.Fatalf("N did not start: %q %q", resN.Stdout, resN.Stderr)
+	}
+	var notes []string
+	_, perr := files.Protected() // refused now: N is going on
+	if prot := files.Found(); prot != nil {
+		notes = prot.QuarantineNotes()
+	}
+	files.Close()
+	os.WriteFile(filepath.Join(inner, "n-over"), nil, 0o644)
+	<-nDone
+	t.Logf("Protected at the end: %v; notes %q; N %q %q", perr, notes, resN.Stdout, resN.Stderr)
+	if !strings.Contains(resN.Stdout, "NDONE") {
+		t.Fatalf("N did not run (the test proves nothing)")
+	}
+	if k := refusal.KindOf(perr); k != refusal.WorkspaceRefused {
+		t.Errorf("a change beside a run of the nested workspace: %v (%v), want WorkspaceRefused", perr, k)
+	}
+	if len(notes) == 0 {
+		t.Errorf("the tool's quarantine gave no note")
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "Q", ".git")); err == nil {
+		t.Errorf("Q/.git, a repository the tool made and entered in the index, is still in git's way")
+	}
+	afterGit(t, ws, marker)
 }

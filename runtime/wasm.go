@@ -88,7 +88,7 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 	}
 	out, err := engine.Run(ctx, call)
 	if call.Workspace != nil && policy.Write {
-		if prot, perr := call.Workspace.Protected(); perr == nil {
+		if prot := call.Workspace.Found(); prot != nil {
 			res.Notes = prot.QuarantineNotes()
 		}
 	}

@@ -25,9 +25,9 @@ const fsUsage = `usage: cordon fs read|write|list|stat|edit [-w DIR] [--json] PA
 // so; it returns the notes.
 func (e *env) afterWrite(ws *workspace.Workspace) []string {
 	notes := []string{}
-	p, err := ws.Protected()
-	if err != nil {
-		return notes
+	p := ws.Found()
+	if p == nil {
+		return notes // no change was made
 	}
 	notes = append(notes, p.QuarantineNotes()...)
 	if !e.json {

@@ -101,6 +101,14 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 		}
 		defer g.Release()
 	}
+	// The runs first: a set is not found while a change is refused —
+	// found while a run of an enclosing workspace had taken a submodule
+	// out of the index, it would not protect that submodule's entry once
+	// the run ended and put it back.
+	kept, err := g.Kept()
+	if err != nil {
+		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that run trusts; wait for it to end", err)
+	}
 	if !w.protFound {
 		w.base, w.protErr = w.cfg.harness.Protect(w.root)
 		w.prot, w.guardedBy = w.base, nil
@@ -108,10 +116,6 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	}
 	if w.protErr != nil {
 		return nil, w.protErr
-	}
-	kept, err := g.Kept()
-	if err != nil {
-		return nil, refusal.Errorf(refusal.WorkspaceRefused, "refusing to change %s: %v, and a file tool's change beside it could write what that run trusts; wait for it to end", w.root, err)
 	}
 	// Every set seen since the base was found stays guarded, its run
 	// ended or not: the base can be older than an index a run's command
@@ -132,6 +136,23 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 		w.prot = p
 	}
 	return w.prot, nil
+}
+
+// Found returns the protected set found at the first change asked for
+// since the workspace was opened or renewed, without what the runs trust
+// ([Workspace.Protected] adds that); nil when no change was asked for, or
+// none could be made (the set could not be found). The quarantine after a
+// tool's changes reads the index against it
+// ([harness.Protected.QuarantineNotes]) — whether or not a change could be
+// made now: a run of a nested workspace that started since refuses
+// changes, not the quarantine of those made before it.
+func (w *Workspace) Found() *harness.Protected {
+	w.protMu.Lock()
+	defer w.protMu.Unlock()
+	if !w.protFound || w.protErr != nil {
+		return nil
+	}
+	return w.base
 }
 
 // Renew forgets the protected set: the next change finds it again, as the
@@ -157,6 +178,9 @@ func (w *Workspace) mayChange(op, name, canon string, keep bool) error {
 	}
 	canon = strings.TrimSuffix(canon, "/")
 	p, err := w.Protected()
+	if errors.Is(err, placeholder.ErrNested) {
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing to %s %q in %s — %w", op, name, w.root, err)
+	}
 	if err != nil {
 		return err
 	}
