@@ -86,12 +86,8 @@ func TestAWasmToolDoesNotWriteASubmoduleAnEndedRunTrusted(t *testing.T) {
 	marker := filepath.Join(b, "pwned")
 	os.WriteFile(filepath.Join(ws, "e", "fsmon-line"), fmt.Appendf(nil, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker)), 0o644)
 
-	scriptR := editIndex(`--force-remove P`) + ` && touch e/r-ready
-i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
-	scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
-i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+	scriptR := outAndBack("P", head, "e/r-ready", "e/t-first")
+	scriptW := outAndBack("P", head, "e/w-ready", "e/t-over")
 
 	var resR, resT runtime.Result
 	rDone, tDone := make(chan struct{}), make(chan struct{})
@@ -156,12 +152,8 @@ func TestAWorkspaceKeptOpenGuardsWhatAnEndedRunTrusted(t *testing.T) {
 	head := userSubmodule(t, ws, "P")
 	time.Sleep(50 * time.Millisecond)
 	marker := filepath.Join(b, "pwned")
-	scriptR := editIndex(`--force-remove P`) + ` && touch e/r-ready
-i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
-	scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
-i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+	scriptR := outAndBack("P", head, "e/r-ready", "e/t-first")
+	scriptW := outAndBack("P", head, "e/w-ready", "e/t-over")
 	var resR runtime.Result
 	rDone := make(chan struct{})
 	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR) }()
@@ -223,16 +215,10 @@ func TestAFileToolOfANestedWorkspaceWaitsForARunOfTheEnclosingOne(t *testing.T) 
 		os.Mkdir(filepath.Join(ws, "e"), 0o755)
 		inner := filepath.Join(ws, "sub")
 		os.Mkdir(inner, 0o755)
-		p := filepath.Join(inner, "P")
-		os.Mkdir(p, 0o755)
-		gitRepo(t, p)
-		head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
-		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",sub/P")
+		head := userSubmodule(t, ws, "sub/P")
 		time.Sleep(50 * time.Millisecond) // the user's, made well before the run
 		marker := filepath.Join(b, "pwned")
-		scriptW := editIndex(`--force-remove sub/P`) + ` && touch e/w-ready
-i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,sub/P`) + ` && echo READDED`
+		scriptW := outAndBack("sub/P", head, "e/w-ready", "e/r-over")
 		var resW runtime.Result
 		wDone := make(chan struct{})
 		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
@@ -298,19 +284,11 @@ func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
 	os.Mkdir(filepath.Join(ws, "e"), 0o755)
 	inner := filepath.Join(ws, "sub")
 	os.Mkdir(inner, 0o755)
-	p := filepath.Join(inner, "P")
-	os.Mkdir(p, 0o755)
-	gitRepo(t, p)
-	head := strings.TrimSpace(hostGit(t, p, "rev-parse", "HEAD"))
-	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",sub/P")
+	head := userSubmodule(t, ws, "sub/P")
 	time.Sleep(50 * time.Millisecond)
 	marker := filepath.Join(b, "pwned")
-	scriptR := editIndex(`--force-remove sub/P`) + ` && touch e/r-ready
-i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,sub/P`) + ` && echo READDED`
-	scriptW := editIndex(`--force-remove sub/P`) + ` && touch e/w-ready
-i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,sub/P`) + ` && echo READDED`
+	scriptR := outAndBack("sub/P", head, "e/r-ready", "e/t-first")
+	scriptW := outAndBack("sub/P", head, "e/w-ready", "e/t-over")
 
 	var resR runtime.Result
 	rDone := make(chan struct{})

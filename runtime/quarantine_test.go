@@ -642,9 +642,7 @@ func TestASubmoduleWrittenWhileOutOfTheIndexIsNotPassedBy(t *testing.T) {
 		head := userSubmodule(t, ws, "P")
 		time.Sleep(50 * time.Millisecond) // the user's, made well before the runs
 		marker := filepath.Join(b, "pwned")
-		scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
-i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+		scriptW := outAndBack("P", head, "e/w-ready", "e/r-over")
 		scriptR := fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> P/.git/config && echo PLANTED`, plantCommand(marker))
 		var resW runtime.Result
 		wDone := make(chan struct{})
@@ -687,9 +685,7 @@ func TestAFileToolDoesNotWriteASubmoduleARunTrusts(t *testing.T) {
 		head := userSubmodule(t, ws, "P")
 		time.Sleep(50 * time.Millisecond) // the user's, made well before the run
 		marker := filepath.Join(b, "pwned")
-		scriptW := editIndex(`--force-remove P`) + ` && touch e/w-ready
-i=0; while [ ! -e e/r-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-` + editIndex(`--add --cacheinfo 160000,`+head+`,P`) + ` && echo READDED`
+		scriptW := outAndBack("P", head, "e/w-ready", "e/r-over")
 		var resW runtime.Result
 		wDone := make(chan struct{})
 		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
@@ -994,6 +990,15 @@ func TestTheGlobalConfigIsReadForEveryWorkTree(t *testing.T) {
 			})
 		})
 	}
+}
+
+// outAndBack is the script of a run that takes the submodule rel (its
+// commit head) out of the index, touches ready, waits (up to 20 s) for
+// wait, puts rel back and says READDED.
+func outAndBack(rel, head, ready, wait string) string {
+	return editIndex(`--force-remove `+rel) + ` && touch ` + ready + `
+i=0; while [ ! -e ` + wait + ` ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--add --cacheinfo 160000,`+head+`,`+rel) + ` && echo READDED`
 }
 
 // userSubmodule makes P in ws an embedded repository with one commit and
