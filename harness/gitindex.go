@@ -344,42 +344,23 @@ func (p *Protected) GuardOthers(others [][]byte) error {
 		return nil
 	}
 	if len(rels) > maxGitlinks {
-		return refusal.Errorf(refusal.ProtectedPath, "refusing to start in %s — the runs going on beside this one trust %d submodules this one's index does not name, over the %d whose entries a sandbox can protect; wait for them to end", p.root, len(rels), maxGitlinks)
+		return refusal.Errorf(refusal.ProtectedPath, "refusing to change %s — the runs beside this change trust %d submodules its index does not name, over the %d whose entries cordon protects; wait for them to end", p.root, len(rels), maxGitlinks)
 	}
 	slices.Sort(rels)
 	pr := &protector{cfg: p.cfg, root: p.root, paths: slices.Clone(p.paths), seen: map[string]bool{},
 		indexFile: p.index, entries: map[string]entryID{}}
 	for _, rel := range rels {
 		abs := filepath.Join(p.root, filepath.FromSlash(rel))
-		pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry another run going on trusts: git status at the workspace root enters it once that run puts it back in the index"})
+		pr.add(Path{Rel: rel + "/.git", Dir: true, Reason: "a submodule's entry another run of the workspace trusts: git status at the workspace root enters it once that run puts it back in the index"})
 		if err := pr.submoduleGitDir(abs); err != nil {
 			return err
 		}
 	}
-	for _, q := range pr.paths {
-		if err := pr.noSymlink(q.Rel); err != nil {
-			return err
-		}
-	}
-	pr.linkTargets()
-	pr.pinAncestors()
-	for _, q := range pr.paths {
-		if err := pr.noSymlink(q.Rel); err != nil {
-			return err
-		}
-	}
-	sortPaths(pr.paths)
-	p.paths = pr.paths
-	for _, q := range pr.paths {
-		if k, ok := pr.kinds[q.Rel]; ok {
-			p.seen[q.Rel] = k
-		}
-	}
-	return nil
+	return pr.finish(p)
 }
 
 // Guarded returns a copy of p that also protects the entries of the
-// submodules the other runs going on trust ([Protected.GuardOthers]:
+// submodules other runs of the workspace trust ([Protected.GuardOthers]:
 // others is what each kept), for a change that is no run — a file tool's;
 // p itself is unchanged. With no sets, it is p.
 func (p *Protected) Guarded(others [][]byte) (*Protected, error) {

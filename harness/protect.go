@@ -240,31 +240,43 @@ func (c Config) Protect(root string) (*Protected, error) {
 	if err := pr.git(); err != nil {
 		return nil, err
 	}
+	out := &Protected{cfg: c, root: root, state: slices.Clone(c.state),
+		index: pr.indexFile, indexTop: pr.indexTop, hashSize: pr.hashSize,
+		gitlinks: pr.gitlinks, nested: pr.nested, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
+		seen: make(map[string]kind, len(pr.paths))}
+	if err := pr.finish(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finish completes the paths found into p's: each looked at for symlinks
+// on the way to it, the targets of the links inside them and the
+// directories on their way added, and looked at again; sorted, with what
+// each was as it was looked at.
+func (pr *protector) finish(p *Protected) error {
 	// Looked at for symlinks first: a directory found absent has no
 	// links to list.
 	for _, q := range pr.paths {
 		if err := pr.noSymlink(q.Rel); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	pr.linkTargets()
 	pr.pinAncestors()
 	for _, q := range pr.paths {
 		if err := pr.noSymlink(q.Rel); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	sortPaths(pr.paths)
-	out := &Protected{cfg: c, root: root, state: slices.Clone(c.state), paths: pr.paths,
-		index: pr.indexFile, indexTop: pr.indexTop, hashSize: pr.hashSize,
-		gitlinks: pr.gitlinks, nested: pr.nested, entries: pr.entries, gitdir: pr.gitdir, sequences: pr.sequences, registry: c.RegistryDir(),
-		seen: make(map[string]kind, len(pr.paths))}
+	p.paths = pr.paths
 	for _, q := range pr.paths {
 		if k, ok := pr.kinds[q.Rel]; ok {
-			out.seen[q.Rel] = k
+			p.seen[q.Rel] = k
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // sortPaths sorts protected paths shallowest first, then by name: a

@@ -72,6 +72,9 @@ func gitRepo(t *testing.T, ws string) {
 // when the planted command ran.
 func afterGit(t *testing.T, ws, marker string) {
 	t.Helper()
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the marker exists before the host's git ran")
+	}
 	hostGit(t, ws, "status", "--short")
 	hostGit(t, ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
 	if _, err := os.Stat(marker); err == nil {

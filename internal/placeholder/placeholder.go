@@ -397,7 +397,7 @@ func runningInside(dir, self, workspace string) string {
 
 func runningWithin(dir, self, workspace string, orAt bool) string {
 	for _, ws := range liveRuns(dir, self, true) {
-		if ws == workspace && orAt || ws != workspace && strings.HasPrefix(ws, strings.TrimSuffix(workspace, "/")+"/") {
+		if ws == workspace && orAt || within(ws, workspace) {
 			return ws
 		}
 	}
@@ -598,15 +598,19 @@ func (g *Guard) Kept() ([][]byte, error) {
 	if g == nil {
 		return nil, nil
 	}
-	for _, ws := range liveRuns(g.active, "", false) {
+	var all [][]byte
+	for id, ws := range liveRuns(g.active, "", false) {
 		switch {
 		case within(g.workspace, ws):
 			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, ws)
 		case within(ws, g.workspace):
 			return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, ws)
+		case ws == g.workspace:
+			if set, ok := readKept(g.dir, id); ok {
+				all = append(all, set)
+			}
 		}
 	}
-	_, all := keptBy(g.active, g.dir, "", g.workspace, nil)
 	return all, nil
 }
 
@@ -664,12 +668,9 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 		if ws != workspace {
 			continue
 		}
-		set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // it has kept nothing yet: it has let no command start
-		}
-		if err != nil || len(set) > maxKept {
-			set = nil // what cannot be read whole trusts nothing
+		set, ok := readKept(dir, id)
+		if !ok {
+			continue
 		}
 		all = append(all, set)
 		if skip == nil || !skip(id) {
@@ -677,6 +678,20 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 		}
 	}
 	return kept, all
+}
+
+// readKept reads the set the run id kept in dir: false when it has kept
+// nothing yet (it has let no command start), nil when it cannot be read
+// whole (not a regular file, over maxKept) — a set that trusts nothing.
+func readKept(dir, id string) ([]byte, bool) {
+	set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err != nil || len(set) > maxKept {
+		return nil, true
+	}
+	return set, true
 }
 
 // ID names the session's run among the runs of its state directory: a

@@ -89,7 +89,9 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 // what the runs kept read, under the workspace's trust lock
 // ([placeholder.Guard]): no run reads its index and keeps what it trusts
 // in between. A change is refused while a run of an enclosing or nested
-// workspace is going on, which keeps its set under another lock.
+// workspace is going on, which keeps its set under another lock. A
+// configuration without a state directory (no home) has no registry of
+// runs to read: no run of it can be going on.
 func (w *Workspace) Protected() (*harness.Protected, error) {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
