@@ -484,10 +484,7 @@ func TestASubmodulesGitDirInTheWorkTreeIsProtected(t *testing.T) {
 		b := base(t)
 		ws := workspace(t, b)
 		gitRepo(t, ws)
-		os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
-		hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
-		head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
-		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+		separateSubmodule(t, ws)
 		marker := filepath.Join(b, "pwned")
 		res := run(t, newPolicy(ws), fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> gits/P/config && echo WROTE`, plantCommand(marker)), on(sub))
 		if strings.Contains(res.Stdout, "WROTE") {
@@ -863,10 +860,7 @@ func TestASeparateGitDirsIndexIsProtected(t *testing.T) {
 		b := base(t)
 		ws := workspace(t, b)
 		gitRepo(t, ws)
-		os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
-		hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
-		head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
-		hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+		head := separateSubmodule(t, ws)
 		marker := filepath.Join(b, "pwned")
 		script := fmt.Sprintf(`cd P && mkdir -p N/.git/objects N/.git/refs/heads && echo 'ref: refs/heads/main' > N/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > N/.git/config &&
 cp ../gits/P/index ../idx.tmp && GIT_INDEX_FILE=$PWD/../idx.tmp git update-index --add --cacheinfo 160000,%s,N && cat ../idx.tmp > ../gits/P/index && echo WROTE`, plantCommand(marker), head)
@@ -938,10 +932,7 @@ func TestTheGlobalConfigIsReadForEveryWorkTree(t *testing.T) {
 				os.Mkdir(filepath.Join(ws, ".githooks"), 0o755) // the project's own hook
 				os.WriteFile(filepath.Join(ws, ".githooks", "pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
 				if withSub {
-					os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
-					hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
-					head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
-					hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+					separateSubmodule(t, ws)
 				}
 				marker := filepath.Join(b, "pwned")
 				res := run(t, newPolicy(ws), fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > .githooks/pre-commit && echo WROTE`, plantCommand(marker)), on(sub))
@@ -969,6 +960,18 @@ func outAndBack(rel, head, ready, wait string) string {
 	return editIndex(`--force-remove `+rel) + ` && touch ` + ready + `
 i=0; while [ ! -e ` + wait + ` ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 ` + editIndex(`--add --cacheinfo 160000,`+head+`,`+rel) + ` && echo READDED`
+}
+
+// separateSubmodule makes P in ws a submodule the user cloned with its
+// git directory elsewhere in the workspace (gits/P, --separate-git-dir),
+// and returns its commit.
+func separateSubmodule(t *testing.T, ws string) string {
+	t.Helper()
+	os.MkdirAll(filepath.Join(ws, "gits"), 0o755)
+	hostGit(t, ws, "clone", "-q", "--separate-git-dir", filepath.Join(ws, "gits", "P"), filepath.Join(ws, ".git"), filepath.Join(ws, "P"))
+	head := strings.TrimSpace(hostGit(t, filepath.Join(ws, "P"), "rev-parse", "HEAD"))
+	hostGit(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+head+",P")
+	return head
 }
 
 // submoduleScene makes the scene of the tests of a submodule the user
