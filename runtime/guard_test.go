@@ -406,3 +406,140 @@ i=0; while [ ! -e n-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; e
 	}
 	afterGit(t, ws, marker)
 }
+
+// toolIndex returns ws's index with the gitlink rel (commit sha) added,
+// as a file tool would write it over .git/index.
+func toolIndex(t *testing.T, ws, rel, sha string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(ws, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(t.TempDir(), "idx")
+	os.WriteFile(idx, data, 0o644)
+	cmd := exec.Command("git", "update-index", "--add", "--cacheinfo", "160000,"+sha+","+rel)
+	cmd.Dir, cmd.Env = ws, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_INDEX_FILE=" + idx, "GIT_CONFIG_NOSYSTEM=1"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	data, err = os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestASubmoduleHandedToAFileToolIsQuarantined: the hand-over of
+// TestASubmoduleHandedBetweenRunsIsQuarantined, with a workspace kept open
+// (a WebAssembly tool's, a server's) in the place of the second run. Run
+// A's command makes d/X/.git (core.fsmonitor its own) and enters d/X in
+// the index; the tool makes its first change, and finds d/X named there;
+// A takes d/X out of the index and ends (its quarantine sees nothing
+// new); the tool writes the index with d/X back and ends. Its set took
+// d/X for the user's submodule, and its quarantine passed the same entry
+// by: the host's git status ran A's command. A tool's set trusts only
+// what every run going on when it was found trusted too.
+func TestASubmoduleHandedToAFileToolIsQuarantined(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "d"), 0o755)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	marker := filepath.Join(b, "pwned")
+	scriptA := fmt.Sprintf(`mkdir -p d/X/.git/objects d/X/.git/refs/heads && echo 'ref: refs/heads/main' > d/X/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > d/X/.git/config && `, plantCommand(marker)) +
+		editIndex(`--add --cacheinfo 160000,0123456789012345678901234567890123456789,d/X`) + ` && touch e/a-ready
+i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+` + editIndex(`--force-remove d/X`) + ` && echo REMOVED`
+	var resA runtime.Result
+	aDone := make(chan struct{})
+	go func() { defer close(aDone); resA = run(t, newPolicy(ws), scriptA) }()
+	if !waitFile(filepath.Join(ws, "e", "a-ready")) {
+		<-aDone
+		t.Fatalf("A did not enter d/X in the index: %q %q", resA.Stdout, resA.Stderr)
+	}
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
+	<-aDone
+	errIndex := files.WriteFile(".git/index", toolIndex(t, ws, "d/X", "0123456789012345678901234567890123456789"))
+	var notes []string
+	if p := files.Found(); p != nil { // as a WebAssembly tool's run does at its end
+		notes = p.QuarantineNotes()
+	}
+	files.Close()
+	t.Logf("index %v; notes %q; A %q notes %q", errIndex, notes, resA.Stdout, resA.Notes)
+	if !strings.Contains(resA.Stdout, "REMOVED") || errIndex != nil {
+		t.Fatalf("A and the tool did not do their part (the test proves nothing): %q %q %v", resA.Stdout, resA.Stderr, errIndex)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "d", "X", ".git")); err == nil {
+		t.Errorf("d/X/.git, which A made, is still in git's way after the tool put d/X back in the index")
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet: what a run that
+// started after the tool's set was found trusts is no reason to pass an
+// entry by. The tool makes Q a repository whose core.fsmonitor runs a
+// command and enters Q in the index; run R then starts and trusts Q (in
+// the index, no run beside it); the tool changes a file again (R's set
+// guards Q now) and ends. Its quarantine moves Q/.git, new to its set.
+func TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	marker := filepath.Join(b, "pwned")
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
+	for _, d := range []string{"Q", "Q/.git", "Q/.git/objects", "Q/.git/refs", "Q/.git/refs/heads"} {
+		if err := files.Mkdir(d, 0o755); err != nil {
+			t.Fatalf("the tool's mkdir %s: %v", d, err)
+		}
+	}
+	for name, data := range map[string]string{"Q/.git/HEAD": "ref: refs/heads/main\n", "Q/.git/config": config} {
+		if err := files.WriteFile(name, []byte(data)); err != nil {
+			t.Fatalf("the tool's write of %s: %v", name, err)
+		}
+	}
+	if err := files.WriteFile(".git/index", toolIndex(t, ws, "Q", "0123456789012345678901234567890123456789")); err != nil {
+		t.Fatalf("the tool's write of the index: %v", err)
+	}
+	var resR runtime.Result
+	rDone := make(chan struct{})
+	go func() {
+		defer close(rDone)
+		resR = run(t, newPolicy(ws), `touch e/r-ready; i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo RDONE`)
+	}()
+	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+		<-rDone
+		t.Fatalf("R did not start: %q %q", resR.Stdout, resR.Stderr)
+	}
+	errLate := files.WriteFile("y.txt", []byte("y")) // R's set, trusting Q, is seen
+	var notes []string
+	if p := files.Found(); p != nil {
+		notes = p.QuarantineNotes()
+	}
+	files.Close()
+	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
+	<-rDone
+	// (R is stopped: Q/.git, bound read-only in it as an entry it trusts,
+	// went from outside.)
+	t.Logf("late %v; notes %q; R %q notes %q", errLate, notes, resR.Stdout, resR.Notes)
+	if _, err := os.Lstat(filepath.Join(ws, "Q", ".git")); err == nil {
+		t.Errorf("Q/.git, which the tool made and entered in the index, is still in git's way")
+	}
+	afterGit(t, ws, marker)
+}

@@ -113,6 +113,14 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	}
 	if !w.protFound {
 		w.base, w.protErr = w.cfg.harness.Protect(w.root)
+		// A submodule of the index is the user's — passed by at the
+		// quarantine while its entry is the same file — only when every
+		// run going on trusted it too, as a run's set trusts
+		// ([harness.Protected.TrustOnly]): a run's command could have
+		// made it and entered it in the index, to take it out again
+		// before its end (its quarantine then finds nothing new), and the
+		// tool's change put it back.
+		w.base.TrustOnly(kept)
 		w.prot, w.guardedBy = w.base, nil
 		w.protFound = true
 	}
