@@ -421,6 +421,10 @@ func (s *Server) change(f func() error) ([]string, error) {
 	s.files.Lock()
 	defer s.files.Unlock()
 	s.cfg.Files.Renew()
+	// And after it: the workspace leaves the registry of runs, where a
+	// change is present from its first write until renewed
+	// ([workspace.Workspace.Protected]).
+	defer s.cfg.Files.Renew()
 	if err := f(); err != nil {
 		return nil, err
 	}

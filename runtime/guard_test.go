@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/internal/wasmtest"
@@ -249,7 +250,8 @@ func TestAFileToolOfANestedWorkspaceWaitsForARunOfTheEnclosingOne(t *testing.T) 
 // passed by); the workspace then wrote P/.git/config, the entry of a
 // submodule in the index, with core.fsmonitor; a run W of ws took sub/P
 // out over the tool's end, put it back and passed it by, and the host's
-// git status ran the command. No set is found while a change is refused.
+// git status ran the command. No set is found while a change is refused;
+// and W does not start while the workspace is kept open for changes.
 func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
 	needBwrap(t)
 	_, ws, head, marker := submoduleScene(t, "sub/P")
@@ -275,23 +277,21 @@ func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
 	<-rDone
 	// R ended, sub/P is in ws's index again, no run is going on.
 	errLate := files.WriteFile("P/.git/config", planted)
-	var resW runtime.Result
-	wDone := make(chan struct{})
-	go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW) }()
-	if !waitFile(filepath.Join(ws, "e", "w-ready")) {
-		<-wDone
-		t.Fatalf("W did not take sub/P out of the index: %q %q", resW.Stdout, resW.Stderr)
-	}
+	// A run W of ws would take sub/P out over the tool's end, put it
+	// back and pass it by: it does not start while the nested workspace
+	// is kept open for changes (present in the registry of runs).
+	resW, errW := runSpec(context.Background(), Spec{Command: []string{"/bin/sh", "-c", scriptW}, Policy: newPolicy(ws), Timeout: 60 * time.Second})
 	var notes []string
 	if p := files.Found(); p != nil { // as a WebAssembly tool's run does at its end
 		notes = p.QuarantineNotes()
 	}
 	files.Close()
-	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
-	<-wDone
-	t.Logf("first %v; late %v; notes %q; R %q; W %q notes %q", errFirst, errLate, notes, resR.Stdout, resW.Stdout, resW.Notes)
-	if !strings.Contains(resR.Stdout, "READDED") || !strings.Contains(resW.Stdout, "READDED") {
-		t.Fatalf("the runs did not do their part (the test proves nothing)")
+	t.Logf("first %v; late %v; notes %q; R %q; W %v %q", errFirst, errLate, notes, resR.Stdout, errW, resW.Stdout)
+	if !strings.Contains(resR.Stdout, "READDED") {
+		t.Fatalf("R did not do its part (the test proves nothing)")
+	}
+	if errW == nil || !strings.Contains(errW.Error(), "file tool's change of the workspace "+inner) {
+		t.Errorf("a run of ws started beside the open workspace ws/sub: %v %q", errW, resW.Stdout)
 	}
 	if errFirst == nil {
 		t.Fatalf("the first change was not refused while R was going on (the test proves nothing)")
@@ -311,7 +311,8 @@ func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
 // nested ws/sub started before the tool ended; the quarantine was
 // skipped, with no note, and the host's git status at ws entered Q and
 // ran the command. They quarantine against the set found at the first
-// change (Workspace.Found), whatever the runs going on.
+// change (Workspace.Found), whatever the runs going on; and N does not
+// start now while the workspace is kept open for changes.
 func TestAToolsQuarantineIsNotSkippedBesideANestedRun(t *testing.T) {
 	needBwrap(t)
 	b := base(t)
@@ -371,32 +372,18 @@ func TestAToolsQuarantineIsNotSkippedBesideANestedRun(t *testing.T) {
 	if err := files.WriteFile(".git/index", newIndex); err != nil {
 		t.Fatalf("the tool's write of the index: %v", err)
 	}
-	// A run of the nested workspace ws/sub starts before the tool ends.
-	var resN runtime.Result
-	nDone := make(chan struct{})
-	go func() {
-		defer close(nDone)
-		resN = run(t, newPolicy(inner), `touch n-ready
-i=0; while [ ! -e n-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo NDONE`)
-	}()
-	if !waitFile(filepath.Join(inner, "n-ready")) {
-		<-nDone
-		t.Fatalf("N did not start: %q %q", resN.Stdout, resN.Stderr)
-	}
+	// A run of the nested workspace ws/sub does not start before the
+	// tool ends: the workspace kept open for changes is present in the
+	// registry of runs. (It did, and the quarantine was skipped.)
+	resN, errN := runSpec(context.Background(), Spec{Command: []string{"/bin/sh", "-c", "echo NDONE"}, Policy: newPolicy(inner), Timeout: 60 * time.Second})
 	var notes []string
-	_, perr := files.Protected() // refused now: N is going on
 	if prot := files.Found(); prot != nil {
 		notes = prot.QuarantineNotes()
 	}
 	files.Close()
-	os.WriteFile(filepath.Join(inner, "n-over"), nil, 0o644)
-	<-nDone
-	t.Logf("Protected at the end: %v; notes %q; N %q %q", perr, notes, resN.Stdout, resN.Stderr)
-	if !strings.Contains(resN.Stdout, "NDONE") {
-		t.Fatalf("N did not run (the test proves nothing)")
-	}
-	if k := refusal.KindOf(perr); k != refusal.WorkspaceRefused {
-		t.Errorf("a change beside a run of the nested workspace: %v (%v), want WorkspaceRefused", perr, k)
+	t.Logf("N %v %q; notes %q", errN, resN.Stdout, notes)
+	if errN == nil || !strings.Contains(errN.Error(), "file tool's change of the workspace "+ws) {
+		t.Errorf("a run of the nested workspace ws/sub started beside the open workspace ws: %v %q", errN, resN.Stdout)
 	}
 	if len(notes) == 0 {
 		t.Errorf("the tool's quarantine gave no note")
@@ -540,6 +527,72 @@ func TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet(t *testing.T) {
 	t.Logf("late %v; notes %q; R %q notes %q", errLate, notes, resR.Stdout, resR.Notes)
 	if _, err := os.Lstat(filepath.Join(ws, "Q", ".git")); err == nil {
 		t.Errorf("Q/.git, which the tool made and entered in the index, is still in git's way")
+	}
+	afterGit(t, ws, marker)
+}
+
+// TestASubmoduleHandedByAFileToolToARunIsQuarantined: the hand-over the
+// other way. A workspace kept open (a WebAssembly tool's) makes Q a
+// repository whose core.fsmonitor runs a command and enters Q in the
+// index; run R starts and finds Q named there; the tool takes Q out of
+// the index again and ends (its quarantine finds nothing new); R's
+// command puts Q back and R ends. R took Q for the user's submodule: no
+// run beside it kept a set that did not trust it.
+func TestASubmoduleHandedByAFileToolToARunIsQuarantined(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	marker := filepath.Join(b, "pwned")
+	const sha = "0123456789012345678901234567890123456789"
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	original, err := files.ReadFile(".git/index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
+	for _, d := range []string{"Q", "Q/.git", "Q/.git/objects", "Q/.git/refs", "Q/.git/refs/heads"} {
+		if err := files.Mkdir(d, 0o755); err != nil {
+			t.Fatalf("the tool's mkdir %s: %v", d, err)
+		}
+	}
+	for name, data := range map[string]string{"Q/.git/HEAD": "ref: refs/heads/main\n", "Q/.git/config": config} {
+		if err := files.WriteFile(name, []byte(data)); err != nil {
+			t.Fatalf("the tool's write of %s: %v", name, err)
+		}
+	}
+	if err := files.WriteFile(".git/index", toolIndex(t, ws, "Q", sha)); err != nil {
+		t.Fatalf("the tool's write of the index: %v", err)
+	}
+	var resR runtime.Result
+	rDone := make(chan struct{})
+	go func() {
+		defer close(rDone)
+		resR = run(t, newPolicy(ws), `touch e/r-ready; i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+`+editIndex(`--add --cacheinfo 160000,`+sha+`,Q`)+` && echo READDED`)
+	}()
+	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+		<-rDone
+		t.Fatalf("R did not start: %q %q", resR.Stdout, resR.Stderr)
+	}
+	errOut := files.WriteFile(".git/index", original)
+	var notes []string
+	if p := files.Found(); p != nil {
+		notes = p.QuarantineNotes()
+	}
+	files.Close()
+	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
+	<-rDone
+	t.Logf("out %v; tool notes %q; R %q %q notes %q", errOut, notes, resR.Stdout, resR.Stderr, resR.Notes)
+	if errOut != nil || !strings.Contains(resR.Stdout, "READDED") {
+		t.Fatalf("the tool and R did not do their part (the test proves nothing)")
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "Q", ".git")); err == nil {
+		t.Errorf("Q/.git, which the tool made, is still in git's way after R put Q back in the index")
 	}
 	afterGit(t, ws, marker)
 }

@@ -175,6 +175,15 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
 	}
+	// And the presences around and inside it: a file tool's change of a
+	// workspace kept open records its presence before it looks at the
+	// runs.
+	for _, ws := range liveRecords(active, presencePrefix, "", false) {
+		if within(ws, workspace) || within(workspace, ws) {
+			s.release()
+			return nil, fmt.Errorf("%w: a file tool's change of the workspace %s is going on", ErrNested, ws)
+		}
+	}
 	return s, nil
 }
 
@@ -409,16 +418,29 @@ func runningWithin(dir, self, workspace string, orAt bool) string {
 // A record whose run is gone (its lock free) is handed to the sweeper
 // ([SetSweeper]) when sweep is set, and skipped.
 func liveRuns(dir, self string, sweep bool) iter.Seq2[string, string] {
+	return liveRecords(dir, runPrefix, self, sweep)
+}
+
+// The prefixes of the records in a registry of runs: a run's session's,
+// and a presence's ([Presence]: a workspace a file tool keeps open).
+const (
+	runPrefix      = "r-"
+	presencePrefix = "f-"
+)
+
+// liveRecords is [liveRuns] of the records named prefix+ID. A presence's
+// record found unlocked (its process died) is removed, with what it kept.
+func liveRecords(dir, prefix, self string, sweep bool) iter.Seq2[string, string] {
 	return func(yield func(id, workspace string) bool) {
 		names, err := readNames(dir)
 		if err != nil {
 			return
 		}
 		for _, n := range names {
-			if !strings.HasPrefix(n, "r-") || n == filepath.Base(self) {
+			if !strings.HasPrefix(n, prefix) || n == filepath.Base(self) {
 				continue
 			}
-			id := strings.TrimPrefix(n, "r-")
+			id := strings.TrimPrefix(n, prefix)
 			p := filepath.Join(dir, n)
 			f, err := dirfd.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 			if err != nil {
@@ -432,7 +454,17 @@ func liveRuns(dir, self string, sweep bool) iter.Seq2[string, string] {
 				// been a spare and another run's record: then it is not
 				// this name's any more, and nothing to sweep.)
 				var held, named unix.Stat_t
-				if sweep && unix.Fstat(int(f.Fd()), &held) == nil && unix.Lstat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino {
+				same := unix.Fstat(int(f.Fd()), &held) == nil && unix.Lstat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino
+				if same && prefix == presencePrefix {
+					data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
+					f.Close()
+					if ws := string(data); ws != "" {
+						os.Remove(filepath.Join(filepath.Dir(dir), Key(ws), presenceKept+id))
+					}
+					os.Remove(p)
+					continue
+				}
+				if sweep && same {
 					data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 					f.Close()
 					abandon(p, id, data)
@@ -588,30 +620,123 @@ func Watch(stateDir, workspace string) (*Guard, error) {
 }
 
 // Kept returns what the runs of the guard's workspace going on now kept
-// ([Session.Keep]), as [Session.OthersKept] returns all of it. It fails
-// with [ErrNested] while a run of an enclosing or a nested workspace is
-// going on: that run keeps its set under its own workspace's trust lock,
-// not this one, so the guard cannot tell whether it read its index before
-// the change did and has yet to keep what it trusts — an entry the change
-// would then write unguarded.
-func (g *Guard) Kept() ([][]byte, error) {
+// ([Session.Keep]), as [Session.OthersKept] returns all of it, and what
+// the presences of it kept ([Presence.Keep]) but self's. It fails with
+// [ErrNested] while a run or a presence of an enclosing or a nested
+// workspace is going on: that one keeps its set under its own
+// workspace's trust lock, not this one, so the guard cannot tell whether
+// it read its index before the change did and has yet to keep what it
+// trusts — an entry the change would then write unguarded.
+func (g *Guard) Kept(self *Presence) ([][]byte, error) {
 	if g == nil {
 		return nil, nil
 	}
 	var all [][]byte
-	for id, ws := range liveRuns(g.active, "", false) {
-		switch {
-		case within(g.workspace, ws):
-			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, ws)
-		case within(ws, g.workspace):
-			return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, ws)
-		case ws == g.workspace:
-			if set, ok := readKept(g.dir, id); ok {
-				all = append(all, set)
+	for _, r := range []struct{ prefix, self, kept, what string }{
+		{runPrefix, "", "known-", "a run"},
+		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
+	} {
+		for id, ws := range liveRecords(g.active, r.prefix, r.self, false) {
+			switch {
+			case within(g.workspace, ws):
+				return nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
+			case within(ws, g.workspace):
+				return nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
+			case ws == g.workspace:
+				if set, ok := readSet(g.dir, r.kept+id); ok {
+					all = append(all, set)
+				}
 			}
 		}
 	}
 	return all, nil
+}
+
+// presenceKept begins the name of what a presence kept, in its
+// workspace's directory of runs (not known-: the end of the last run of
+// the workspace removes those, a killed run's, and a presence is no run).
+const presenceKept = "tool-"
+
+// A Presence is a workspace kept open for changes that are no run — a
+// WebAssembly tool's, a server's, a file tool's — in the registry of runs,
+// from its first change until it lets go ([Presence.Leave]). What its set
+// trusts ([Presence.Keep]) is read with what the runs kept
+// ([Session.OthersKept], [Guard.Kept]): a run that starts beside it
+// trusts a submodule of the index only when the change's set trusts it
+// too — the change could have made it and entered it in the index, to
+// take it out again before its end, and the run's command put it back.
+// A run of an enclosing or a nested workspace does not start while it
+// lasts ([ErrNested]), nor a change of one.
+type Presence struct {
+	f      *os.File // the record, locked while the presence lasts
+	record string
+	kept   string
+}
+
+// Present records a presence of workspace (absolute, canonical) in the
+// registry of runs of stateDir, making the directories if need be.
+// Record it before its guard looks at the runs ([Guard.Kept]): a run of a
+// nested workspace that starts from then on sees it.
+func Present(stateDir, workspace string) (*Presence, error) {
+	dirs, err := ensureDirs(stateDir, Key(workspace))
+	if err != nil {
+		return nil, err
+	}
+	id := NewID()
+	path := filepath.Join(dirs[2], presencePrefix+id)
+	tmp := filepath.Join(dirs[2], "."+presencePrefix+id)
+	f, err := dirfd.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
+	}
+	if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		if _, err = f.WriteString(workspace); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
+	}
+	return &Presence{f: f, record: path, kept: filepath.Join(dirs[0], presenceKept+id)}, nil
+}
+
+func (p *Presence) recordPath() string {
+	if p == nil {
+		return ""
+	}
+	return p.record
+}
+
+// Keep leaves data (what the change's set trusts) for the runs of the
+// workspace that start from now on, and the changes beside it. Call it
+// holding the workspace's trust lock ([Watch]), from the index's read on.
+func (p *Presence) Keep(data []byte) error {
+	if len(data) > maxKept {
+		return fmt.Errorf("placeholder: %d bytes to keep, over the %d a change keeps", len(data), maxKept)
+	}
+	tmp := p.kept + ".t"
+	os.Remove(tmp)
+	if err := createFile(tmp, string(data), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p.kept); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// Leave ends the presence: what it kept goes, and its record.
+func (p *Presence) Leave() {
+	if p == nil || p.f == nil {
+		return
+	}
+	os.Remove(p.kept)
+	os.Remove(p.record)
+	p.f.Close()
+	p.f = nil
 }
 
 // within reports whether path p lies strictly below dir.
@@ -662,13 +787,14 @@ func (s *Session) OthersKept(skip func(id string) bool) (kept, all [][]byte) {
 }
 
 // keptBy is [Session.OthersKept] of the runs of workspace going on in the
-// registry active, but for the record self, whose sets are in dir.
+// registry active, but for the record self, whose sets are in dir — and
+// of its presences ([Presence]), which skip never names.
 func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kept, all [][]byte) {
 	for id, ws := range liveRuns(active, self, false) {
 		if ws != workspace {
 			continue
 		}
-		set, ok := readKept(dir, id)
+		set, ok := readSet(dir, "known-"+id)
 		if !ok {
 			continue
 		}
@@ -677,14 +803,25 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 			kept = append(kept, set)
 		}
 	}
+	for id, ws := range liveRecords(active, presencePrefix, "", false) {
+		if ws != workspace {
+			continue
+		}
+		if set, ok := readSet(dir, presenceKept+id); ok {
+			all, kept = append(all, set), append(kept, set)
+		}
+	}
 	return kept, all
 }
 
 // readKept reads the set the run id kept in dir: false when it has kept
 // nothing yet (it has let no command start), nil when it cannot be read
 // whole (not a regular file, over maxKept) — a set that trusts nothing.
-func readKept(dir, id string) ([]byte, bool) {
-	set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(dir, "known-"+id), unix.O_NOFOLLOW, maxKept+1)
+func readKept(dir, id string) ([]byte, bool) { return readSet(dir, "known-"+id) }
+
+// readSet is [readKept] of the set in dir/name.
+func readSet(dir, name string) ([]byte, bool) {
+	set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(dir, name), unix.O_NOFOLLOW, maxKept+1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false
 	}

@@ -1309,7 +1309,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 		t.Fatalf("Watch without a state directory = %v, %v; want nil, nil", g, err)
 	}
 	g.Release() // a nil guard's release is none
-	if got, err := g.Kept(); got != nil || err != nil {
+	if got, err := g.Kept(nil); got != nil || err != nil {
 		t.Errorf("a nil guard kept %q, %v", got, err)
 	}
 	if _, err := os.Lstat(state); !errors.Is(err, fs.ErrNotExist) {
@@ -1336,7 +1336,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 	if g, err = placeholder.Watch(state, ws); err != nil || g == nil {
 		t.Fatalf("Watch = %v, %v", g, err)
 	}
-	if got, err := g.Kept(); err != nil || len(got) != 1 || string(got[0]) != `{"P":"a"}` {
+	if got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"a"}` {
 		t.Errorf("Kept = %q, %v; want the set of the one run of the workspace going on", got, err)
 	}
 	// A change of a workspace nested in the run's, or enclosing it, is
@@ -1350,7 +1350,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := other.Kept(); !errors.Is(err, placeholder.ErrNested) {
+		if got, err := other.Kept(nil); !errors.Is(err, placeholder.ErrNested) {
 			t.Errorf("a guard of %s beside a run of %s: Kept = %q, %v; want ErrNested", dir, ws, got, err)
 		}
 		other.Release()
@@ -1375,5 +1375,83 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 	case <-got:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the run did not get the trust lock once the guard let it go")
+	}
+}
+
+// TestAPresenceIsReadWithTheRuns: a workspace kept open for changes that
+// are no run is present in the registry of runs: the runs of its
+// workspace, and the other changes of it, read what it kept (not its own
+// guard); a run of an enclosing or nested workspace does not start while
+// it lasts, one of the same workspace does; the end of the last run of
+// the workspace leaves what it kept; leaving, or its process dying, takes
+// its record and its set away.
+func TestAPresenceIsReadWithTheRuns(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	p, err := placeholder.Present(state, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := placeholder.Watch(state, ws)
+	if err != nil || g == nil {
+		t.Fatalf("Watch = %v, %v", g, err)
+	}
+	if err := p.Keep([]byte(`{"P":"tool"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := g.Kept(p); err != nil || len(got) != 0 {
+		t.Errorf("the presence's own guard read %q, %v; want nothing", got, err)
+	}
+	if got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"tool"}` {
+		t.Errorf("another change's guard read %q, %v; want the presence's set", got, err)
+	}
+	g.Release()
+	a := begin(t, top)
+	kept, all := a.OthersKept(func(string) bool { return true })
+	if len(kept) != 1 || len(all) != 1 || string(kept[0]) != `{"P":"tool"}` {
+		t.Errorf("a run beside the presence: OthersKept = %q, %q; want the presence's set in both", kept, all)
+	}
+	end(t, a) // the last run of the workspace: it cleans up
+	if got, _ := filepath.Glob(filepath.Join(state, "runs", "*", "tool-*")); len(got) != 1 {
+		t.Errorf("the end of the last run took the presence's set: %q", got)
+	}
+	for _, dir := range []string{filepath.Join(ws, "inner"), top} {
+		os.MkdirAll(dir, 0o755)
+		if s, err := placeholder.Begin(state, dir); !errors.Is(err, placeholder.ErrNested) {
+			if s != nil {
+				s.End()
+			}
+			t.Errorf("a run of %s beside a presence of %s: %v; want ErrNested", dir, ws, err)
+		}
+	}
+	p.Leave()
+	if got, _ := filepath.Glob(filepath.Join(state, "runs", "*", "tool-*")); len(got) != 0 {
+		t.Errorf("the presence left, and its set is still there: %q", got)
+	}
+	if got, _ := filepath.Glob(filepath.Join(state, "runs", "active", "f-*")); len(got) != 0 {
+		t.Errorf("the presence left, and its record is still there: %q", got)
+	}
+	// A presence whose process died: its record unlocked.
+	dead, err := placeholder.Present(state, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Keep([]byte(`{"P":"dead"}`)); err != nil {
+		t.Fatal(err)
+	}
+	records, _ := filepath.Glob(filepath.Join(state, "runs", "active", "f-*"))
+	if len(records) != 1 {
+		t.Fatalf("the record: %q", records)
+	}
+	dead.Forget() // its lock goes as a killed process's would; its files stay
+	b := begin(t, top)
+	if kept, all := b.OthersKept(nil); len(kept)+len(all) != 0 {
+		t.Errorf("a run read the set of a presence whose process died: %q %q", kept, all)
+	}
+	if got, _ := filepath.Glob(filepath.Join(state, "runs", "*", "tool-*")); len(got) != 0 {
+		t.Errorf("a presence's process died, and its set is still there after a walk: %q", got)
+	}
+	if _, err := os.Lstat(records[0]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a presence's process died, and its record is still there after a walk: %v", err)
 	}
 }

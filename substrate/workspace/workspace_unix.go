@@ -48,6 +48,7 @@ type Workspace struct {
 	protErr   error
 	prot      *harness.Protected // base, guarding what guardedBy trust ([Workspace.Protected])
 	guardedBy [][]byte
+	presence  *placeholder.Presence // in the registry of runs since the base was asked for
 }
 
 // Open opens the workspace directory dir, resolving it to its canonical path
@@ -97,6 +98,17 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	defer w.protMu.Unlock()
 	var g *placeholder.Guard
 	if dir := w.cfg.harness.StateDir(); dir != "" {
+		// Present in the registry of runs from the first change until
+		// the workspace is renewed or closed, recorded before the runs
+		// are read: a run that starts meanwhile reads what this set
+		// trusts, and a run of a nested workspace does not start.
+		if w.presence == nil {
+			p, err := placeholder.Present(dir, w.root)
+			if err != nil {
+				return nil, &harness.BesideError{Op: "lock", Err: err}
+			}
+			w.presence = p
+		}
 		var err error
 		if g, err = placeholder.Watch(dir, w.root); err != nil {
 			return nil, &harness.BesideError{Op: "lock", Err: err}
@@ -107,9 +119,15 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	// found while a run of an enclosing workspace had taken a submodule
 	// out of the index, it would not protect that submodule's entry once
 	// the run ended and put it back.
-	kept, err := g.Kept()
+	kept, err := g.Kept(w.presence)
 	if err != nil {
-		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that run trusts; wait for it to end", err)
+		if !w.protFound {
+			// No set found, none kept: a presence that keeps nothing
+			// would hold runs of nested workspaces off for nothing.
+			w.presence.Leave()
+			w.presence = nil
+		}
+		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
 	}
 	if !w.protFound {
 		w.base, w.protErr = w.cfg.harness.Protect(w.root)
@@ -123,6 +141,16 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 		w.base.TrustOnly(kept)
 		w.prot, w.guardedBy = w.base, nil
 		w.protFound = true
+		if w.protErr == nil && w.presence != nil {
+			// Kept under the trust lock, as a run keeps its set.
+			if err := w.presence.Keep(w.base.Known()); err != nil {
+				w.protErr = &harness.BesideError{Op: "keep", Err: err}
+			}
+		}
+		if w.protErr != nil {
+			w.presence.Leave() // no change is made: nothing to be present for
+			w.presence = nil
+		}
 	}
 	if w.protErr != nil {
 		return nil, w.protErr
@@ -175,6 +203,8 @@ func (w *Workspace) Renew() {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
 	w.base, w.prot, w.protErr, w.protFound, w.guardedBy = nil, nil, nil, false, nil
+	w.presence.Leave()
+	w.presence = nil
 }
 
 // mayChange refuses a change to the canonical workspace-relative path
@@ -215,6 +245,10 @@ func (w *Workspace) mayChange(op, name, canon string, keep bool) error {
 
 // Close releases the workspace's directory descriptor.
 func (w *Workspace) Close() error {
+	w.protMu.Lock()
+	w.presence.Leave()
+	w.presence = nil
+	w.protMu.Unlock()
 	if w.fd < 0 {
 		return nil
 	}
