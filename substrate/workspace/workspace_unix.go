@@ -89,8 +89,14 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 // trusted), and obeyed by the host's git status. The set is found, and
 // what the runs kept read, under the workspace's trust lock
 // ([placeholder.Guard]): no run reads its index and keeps what it trusts
-// in between. A change is refused while a run of an enclosing or nested
-// workspace is going on, which keeps its set under another lock. A
+// in between. From its first change until it is renewed or closed, the
+// workspace is present in the registry of runs ([placeholder.Present]),
+// with what its set trusts — which, like a run's, is only what every run
+// going on trusts too ([harness.Protected.TrustOnly]): runs of it that
+// start meanwhile read that set, and runs of an enclosing or nested
+// workspace do not start. A change is refused while a run of an
+// enclosing or nested workspace is going on, which keeps its set under
+// another lock. A
 // configuration without a state directory (no home) has no registry of
 // runs to read: no run of it can be going on.
 func (w *Workspace) Protected() (*harness.Protected, error) {
