@@ -171,14 +171,15 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, outer)
 	}
-	if nested := runningInside(active, s.recordAt, workspace); nested != "" {
+	names, _ := readNames(active)
+	if nested := runningInside(active, names, s.recordAt, workspace); nested != "" {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
 	}
 	// And the presences around and inside it: a file tool's change of a
 	// workspace kept open records its presence before it looks at the
 	// runs.
-	for _, ws := range liveRecords(active, presencePrefix, "", false) {
+	for _, ws := range liveRecords(active, names, presencePrefix, "", false) {
 		if within(ws, workspace) || within(workspace, ws) {
 			s.release()
 			return nil, fmt.Errorf("%w: a file tool's change of the workspace %s is going on", ErrNested, ws)
@@ -400,8 +401,13 @@ func Running(stateDir, workspace string) string {
 // recorded in the registry dir (other than self) is going on in, or "".
 // Records whose run is gone (their lock is free) are handed to the
 // sweeper ([SetSweeper]), which has them removed.
-func runningInside(dir, self, workspace string) string {
-	return runningWithin(dir, self, workspace, false)
+func runningInside(dir string, names []string, self, workspace string) string {
+	for _, ws := range liveRecords(dir, names, runPrefix, self, true) {
+		if within(ws, workspace) {
+			return ws
+		}
+	}
+	return ""
 }
 
 func runningWithin(dir, self, workspace string, orAt bool) string {
@@ -418,7 +424,7 @@ func runningWithin(dir, self, workspace string, orAt bool) string {
 // A record whose run is gone (its lock free) is handed to the sweeper
 // ([SetSweeper]) when sweep is set, and skipped.
 func liveRuns(dir, self string, sweep bool) iter.Seq2[string, string] {
-	return liveRecords(dir, runPrefix, self, sweep)
+	return liveRecords(dir, nil, runPrefix, self, sweep)
 }
 
 // The prefixes of the records in a registry of runs: a run's session's,
@@ -428,13 +434,17 @@ const (
 	presencePrefix = "f-"
 )
 
-// liveRecords is [liveRuns] of the records named prefix+ID. A presence's
-// record found unlocked (its process died) is removed, with what it kept.
-func liveRecords(dir, prefix, self string, sweep bool) iter.Seq2[string, string] {
+// liveRecords is [liveRuns] of the records named prefix+ID, among names
+// (read from dir if nil: a caller that walks the records of both prefixes
+// reads the directory once). A presence's record found unlocked (its
+// process died) is removed, with what it kept.
+func liveRecords(dir string, names []string, prefix, self string, sweep bool) iter.Seq2[string, string] {
 	return func(yield func(id, workspace string) bool) {
-		names, err := readNames(dir)
-		if err != nil {
-			return
+		if names == nil {
+			var err error
+			if names, err = readNames(dir); err != nil {
+				return
+			}
 		}
 		for _, n := range names {
 			if !strings.HasPrefix(n, prefix) || n == filepath.Base(self) {
@@ -631,12 +641,16 @@ func (g *Guard) Kept(self *Presence) ([][]byte, error) {
 	if g == nil {
 		return nil, nil
 	}
+	names, err := readNames(g.active)
+	if err != nil {
+		return nil, nil
+	}
 	var all [][]byte
 	for _, r := range []struct{ prefix, self, kept, what string }{
 		{runPrefix, "", "known-", "a run"},
 		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
 	} {
-		for id, ws := range liveRecords(g.active, r.prefix, r.self, false) {
+		for id, ws := range liveRecords(g.active, names, r.prefix, r.self, false) {
 			switch {
 			case within(g.workspace, ws):
 				return nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
@@ -790,7 +804,11 @@ func (s *Session) OthersKept(skip func(id string) bool) (kept, all [][]byte) {
 // registry active, but for the record self, whose sets are in dir — and
 // of its presences ([Presence]), which skip never names.
 func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kept, all [][]byte) {
-	for id, ws := range liveRuns(active, self, false) {
+	names, err := readNames(active)
+	if err != nil {
+		return nil, nil
+	}
+	for id, ws := range liveRecords(active, names, runPrefix, self, false) {
 		if ws != workspace {
 			continue
 		}
@@ -803,7 +821,7 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 			kept = append(kept, set)
 		}
 	}
-	for id, ws := range liveRecords(active, presencePrefix, "", false) {
+	for id, ws := range liveRecords(active, names, presencePrefix, "", false) {
 		if ws != workspace {
 			continue
 		}
