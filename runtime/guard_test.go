@@ -416,6 +416,23 @@ func toolIndex(t *testing.T, ws, rel, sha string) []byte {
 	return data
 }
 
+// toolRepository makes rel a repository whose core.fsmonitor runs
+// plantCommand(marker), through the file tools of files, as a tool would.
+func toolRepository(t *testing.T, files *wsguard.Workspace, rel, marker string) {
+	t.Helper()
+	config := fmt.Sprintf("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
+	for _, d := range []string{"", "/.git", "/.git/objects", "/.git/refs", "/.git/refs/heads"} {
+		if err := files.Mkdir(rel+d, 0o755); err != nil {
+			t.Fatalf("the tool's mkdir %s: %v", rel+d, err)
+		}
+	}
+	for name, data := range map[string]string{"/.git/HEAD": "ref: refs/heads/main\n", "/.git/config": config} {
+		if err := files.WriteFile(rel+name, []byte(data)); err != nil {
+			t.Fatalf("the tool's write of %s: %v", rel+name, err)
+		}
+	}
+}
+
 // TestASubmoduleHandedToAFileToolIsQuarantined: the hand-over of
 // TestASubmoduleHandedBetweenRunsIsQuarantined, with a workspace kept open
 // (a WebAssembly tool's, a server's) in the place of the second run. Run
@@ -490,17 +507,7 @@ func TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet(t *testing.T) {
 	if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
-	for _, d := range []string{"Q", "Q/.git", "Q/.git/objects", "Q/.git/refs", "Q/.git/refs/heads"} {
-		if err := files.Mkdir(d, 0o755); err != nil {
-			t.Fatalf("the tool's mkdir %s: %v", d, err)
-		}
-	}
-	for name, data := range map[string]string{"Q/.git/HEAD": "ref: refs/heads/main\n", "Q/.git/config": config} {
-		if err := files.WriteFile(name, []byte(data)); err != nil {
-			t.Fatalf("the tool's write of %s: %v", name, err)
-		}
-	}
+	toolRepository(t, files, "Q", marker)
 	if err := files.WriteFile(".git/index", toolIndex(t, ws, "Q", "0123456789012345678901234567890123456789")); err != nil {
 		t.Fatalf("the tool's write of the index: %v", err)
 	}
@@ -554,17 +561,7 @@ func TestASubmoduleHandedByAFileToolToARunIsQuarantined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
-	for _, d := range []string{"Q", "Q/.git", "Q/.git/objects", "Q/.git/refs", "Q/.git/refs/heads"} {
-		if err := files.Mkdir(d, 0o755); err != nil {
-			t.Fatalf("the tool's mkdir %s: %v", d, err)
-		}
-	}
-	for name, data := range map[string]string{"Q/.git/HEAD": "ref: refs/heads/main\n", "Q/.git/config": config} {
-		if err := files.WriteFile(name, []byte(data)); err != nil {
-			t.Fatalf("the tool's write of %s: %v", name, err)
-		}
-	}
+	toolRepository(t, files, "Q", marker)
 	if err := files.WriteFile(".git/index", toolIndex(t, ws, "Q", sha)); err != nil {
 		t.Fatalf("the tool's write of the index: %v", err)
 	}

@@ -316,10 +316,20 @@ func record(dir, workspace, name string) (*os.File, string, error) {
 	if f := takeSpare(dir, path, workspace); f != nil {
 		return f, path, nil
 	}
-	tmp := filepath.Join(dir, ".t-"+name)
-	f, err := dirfd.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := lockedRecord(filepath.Join(dir, ".t-"+name), path, workspace)
 	if err != nil {
 		return nil, "", err
+	}
+	return f, path, nil
+}
+
+// lockedRecord makes the record path of workspace, locked: made as tmp,
+// locked and written, then renamed into place, so that no one sees it
+// unlocked (a record whose process died).
+func lockedRecord(tmp, path, workspace string) (*os.File, error) {
+	f, err := dirfd.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
 		if _, err = f.WriteString(workspace); err == nil {
@@ -329,9 +339,9 @@ func record(dir, workspace, name string) (*os.File, string, error) {
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return nil, "", err
+		return nil, err
 	}
-	return f, path, nil
+	return f, nil
 }
 
 // maxTakes bounds the spares one run tries to take.
@@ -698,19 +708,8 @@ func Present(stateDir, workspace string) (*Presence, error) {
 	}
 	id := NewID()
 	path := filepath.Join(dirs[2], presencePrefix+id)
-	tmp := filepath.Join(dirs[2], "."+presencePrefix+id)
-	f, err := dirfd.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := lockedRecord(filepath.Join(dirs[2], "."+presencePrefix+id), path, workspace)
 	if err != nil {
-		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
-	}
-	if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
-		if _, err = f.WriteString(workspace); err == nil {
-			err = os.Rename(tmp, path)
-		}
-	}
-	if err != nil {
-		f.Close()
-		os.Remove(tmp)
 		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
 	}
 	return &Presence{f: f, record: path, kept: filepath.Join(dirs[0], presenceKept+id)}, nil
