@@ -6,6 +6,7 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cordon-run/cordon/harness"
@@ -78,4 +79,21 @@ func OtherUser(t testing.TB) (uid, gid int) {
 		t.Skip("skipping: giving a file to another user needs root")
 	}
 	return 65534, 65534
+}
+
+// PrivateXDG points the per-user directories of harness.Default in this
+// test binary ($XDG_STATE_HOME, $XDG_CACHE_HOME, $XDG_DATA_HOME) at a
+// temporary directory, for a package whose tests use the default
+// configuration, and returns the directory's removal: no test writes the
+// real ones (a file tool's change records itself in the state directory's
+// registry of runs, making it).
+func PrivateXDG() func() {
+	dir, err := os.MkdirTemp("", "cordon-xdg-")
+	if err != nil {
+		panic(err)
+	}
+	for _, env := range []string{"XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"} {
+		os.Setenv(env, filepath.Join(dir, strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(env, "XDG_"), "_HOME"))))
+	}
+	return func() { os.RemoveAll(dir) }
 }

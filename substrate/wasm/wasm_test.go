@@ -16,6 +16,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/internal/wasmtest"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/workspace"
@@ -25,7 +26,11 @@ func TestMain(m *testing.M) {
 	if helperMain() {
 		return
 	}
+	// The default state directory, where a workspace's change records
+	// itself, is the test binary's own.
+	done := testenv.PrivateXDG()
 	code := m.Run()
+	done()
 	wasmtest.RemoveBuilds()
 	sharedEngine.close()
 	os.Exit(code)

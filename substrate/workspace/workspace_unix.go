@@ -111,7 +111,12 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 		if w.presence == nil {
 			p, err := placeholder.Present(dir, w.root)
 			if err != nil {
-				return nil, &harness.BesideError{Op: "lock", Err: err}
+				if _, serr := os.Lstat(dir); serr == nil {
+					return nil, &harness.BesideError{Op: "lock", Err: err}
+				}
+				// A state directory that cannot be reached or made
+				// holds no registry: no run of it can start beside this
+				// change (a run records itself there first).
 			}
 			w.presence = p
 		}

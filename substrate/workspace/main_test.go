@@ -1,0 +1,17 @@
+package workspace
+
+import (
+	"os"
+	"testing"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+)
+
+// TestMain keeps the tests' changes, which record themselves in the
+// default state directory's registry of runs, out of the real one.
+func TestMain(m *testing.M) {
+	done := testenv.PrivateXDG()
+	code := m.Run()
+	done()
+	os.Exit(code)
+}
