@@ -593,3 +593,107 @@ func TestASubmoduleHandedByAFileToolToARunIsQuarantined(t *testing.T) {
 	}
 	afterGit(t, ws, marker)
 }
+
+// TestAFileToolWritesWhereNoStateDirectoryCanBeMade: a file tool whose
+// state directory does not exist and cannot be made (a read-only or
+// absent home) writes, as before the presences: no run of that state
+// directory can start beside it. (Here it lies below a regular file.)
+func TestAFileToolWritesWhereNoStateDirectoryCanBeMade(t *testing.T) {
+	b := base(t)
+	ws := workspace(t, b)
+	file := filepath.Join(b, "afile")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := testHarness.WithStateDir(filepath.Join(file, "state", "cordon"))
+	files, err := wsguard.Open(ws, wsguard.WithHarness(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	if err := files.WriteFile("notes.txt", []byte("hello\n")); err != nil {
+		t.Errorf("a file tool's write where no state directory can be made: %v", err)
+	}
+}
+
+// TestAPresenceGoesWithASetNotFound: the set cannot be found (Protect
+// fails: a symlink where a write-later path is). The first change left
+// its presence; the second made a new one, which nothing left until the
+// workspace was closed: runs of nested and enclosing workspaces were
+// refused for as long as the tool lived, though it could make no change.
+func TestAPresenceGoesWithASetNotFound(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	inner := filepath.Join(ws, "sub")
+	os.Mkdir(inner, 0o755)
+	os.Mkdir(filepath.Join(b, "elsewhere"), 0o755)
+	if err := os.Symlink(filepath.Join(b, "elsewhere"), filepath.Join(ws, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	err1 := files.WriteFile("a.txt", []byte("a"))
+	err2 := files.WriteFile("b.txt", []byte("b"))
+	if err1 == nil || err2 == nil {
+		t.Fatalf("the set was found (the test proves nothing): %v / %v", err1, err2)
+	}
+	res, errN := runSpec(context.Background(), Spec{Command: []string{"/bin/sh", "-c", "echo NDONE"}, Policy: newPolicy(inner), Timeout: 60 * time.Second})
+	t.Logf("changes: %v / %v; nested run: %v %q", err1, err2, errN, res.Stdout)
+	if errN != nil && strings.Contains(errN.Error(), "file tool's change") {
+		t.Errorf("a run of the nested workspace is refused beside a workspace that can make no change: %v", errN)
+	}
+}
+
+// TestAToolBesideItsOwnPoolLeavesTheUsersNewSubmodule: the MCP server
+// keeps a pool of bash sandboxes made ahead (idle: its runs leave them
+// out of TrustOnly). The user adds a submodule U on the host; the model
+// then writes notes.txt through the server's file tool. Guard.Kept did
+// not leave the idle sandbox out: the tool's set distrusted U, and its
+// quarantine moved the user's U/.git aside.
+func TestAToolBesideItsOwnPoolLeavesTheUsersNewSubmodule(t *testing.T) {
+	needBwrap(t)
+	b := base(t)
+	ws := workspace(t, b)
+	gitRepo(t, ws)
+	p, err := prepare(context.Background(), Spec{Command: []string{"/bin/sh", "-c", "true"}, Policy: newPolicy(ws), Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := runtime.New(runtime.Config{Pool: 1})
+	defer rt.Close()
+	if err := rt.Warm(p); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; rt.PoolStats().Ready < 1; i++ {
+		if i > 200 {
+			t.Fatalf("the pool holds %+v", rt.PoolStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The user adds a submodule on the host.
+	userSubmodule(t, ws, "U")
+	// The server's file tool writes an unrelated file (change: Renew,
+	// the write, the quarantine, Renew).
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	files.Renew()
+	if err := files.WriteFile("notes.txt", []byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	if prot := files.Found(); prot != nil {
+		notes = prot.QuarantineNotes()
+	}
+	files.Renew()
+	t.Logf("notes %q; pool %+v", notes, rt.PoolStats())
+	if _, err := os.Lstat(filepath.Join(ws, "U", ".git")); err != nil {
+		t.Errorf("the user's U/.git was moved by a file tool's unrelated write: %v", err)
+	}
+}

@@ -640,22 +640,22 @@ func Watch(stateDir, workspace string) (*Guard, error) {
 }
 
 // Kept returns what the runs of the guard's workspace going on now kept
-// ([Session.Keep]), as [Session.OthersKept] returns all of it, and what
-// the presences of it kept ([Presence.Keep]) but self's. It fails with
-// [ErrNested] while a run or a presence of an enclosing or a nested
-// workspace is going on: that one keeps its set under its own
+// ([Session.Keep]) and what its presences kept ([Presence.Keep]) but
+// self's: all, and kept, without the sessions this process made ahead
+// of their command ([Idle]) — as [Session.OthersKept] returns them. It
+// fails with [ErrNested] while a run or a presence of an enclosing or a
+// nested workspace is going on: that one keeps its set under its own
 // workspace's trust lock, not this one, so the guard cannot tell whether
 // it read its index before the change did and has yet to keep what it
 // trusts — an entry the change would then write unguarded.
-func (g *Guard) Kept(self *Presence) ([][]byte, error) {
+func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 	if g == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	names, err := readNames(g.active)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var all [][]byte
 	for _, r := range []struct{ prefix, self, kept, what string }{
 		{runPrefix, "", "known-", "a run"},
 		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
@@ -663,17 +663,20 @@ func (g *Guard) Kept(self *Presence) ([][]byte, error) {
 		for id, ws := range liveRecords(g.active, names, r.prefix, r.self, false) {
 			switch {
 			case within(g.workspace, ws):
-				return nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
+				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
 			case within(ws, g.workspace):
-				return nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
+				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
 			case ws == g.workspace:
 				if set, ok := readSet(g.dir, r.kept+id); ok {
 					all = append(all, set)
+					if r.prefix != runPrefix || !Idle(id) {
+						kept = append(kept, set)
+					}
 				}
 			}
 		}
 	}
-	return all, nil
+	return kept, all, nil
 }
 
 // presenceKept begins the name of what a presence kept, in its
@@ -751,6 +754,26 @@ func (p *Presence) Leave() {
 	p.f.Close()
 	p.f = nil
 }
+
+// idle holds the IDs of the sessions this process made ahead of their
+// command ([SetIdle]).
+var idle sync.Map
+
+// SetIdle marks the session id as made ahead, its command not given (on),
+// or no longer (off): a sandbox a pool of this process keeps ready, of
+// which nothing has run. What it kept is guarded by the runs and changes
+// of this process beside it, but not held against what they trust
+// ([Session.OthersKept] with [Idle] as skip, [Guard.Kept]).
+func SetIdle(id string, on bool) {
+	if on {
+		idle.Store(id, true)
+	} else {
+		idle.Delete(id)
+	}
+}
+
+// Idle reports whether the session id is marked idle ([SetIdle]).
+func Idle(id string) bool { _, ok := idle.Load(id); return ok }
 
 // within reports whether path p lies strictly below dir.
 func within(p, dir string) bool {

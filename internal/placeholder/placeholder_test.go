@@ -1309,7 +1309,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 		t.Fatalf("Watch without a state directory = %v, %v; want nil, nil", g, err)
 	}
 	g.Release() // a nil guard's release is none
-	if got, err := g.Kept(nil); got != nil || err != nil {
+	if _, got, err := g.Kept(nil); got != nil || err != nil {
 		t.Errorf("a nil guard kept %q, %v", got, err)
 	}
 	if _, err := os.Lstat(state); !errors.Is(err, fs.ErrNotExist) {
@@ -1336,7 +1336,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 	if g, err = placeholder.Watch(state, ws); err != nil || g == nil {
 		t.Fatalf("Watch = %v, %v", g, err)
 	}
-	if got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"a"}` {
+	if _, got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"a"}` {
 		t.Errorf("Kept = %q, %v; want the set of the one run of the workspace going on", got, err)
 	}
 	// A change of a workspace nested in the run's, or enclosing it, is
@@ -1350,7 +1350,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := other.Kept(nil); !errors.Is(err, placeholder.ErrNested) {
+		if _, got, err := other.Kept(nil); !errors.Is(err, placeholder.ErrNested) {
 			t.Errorf("a guard of %s beside a run of %s: Kept = %q, %v; want ErrNested", dir, ws, got, err)
 		}
 		other.Release()
@@ -1399,10 +1399,10 @@ func TestAPresenceIsReadWithTheRuns(t *testing.T) {
 	if err := p.Keep([]byte(`{"P":"tool"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := g.Kept(p); err != nil || len(got) != 0 {
+	if _, got, err := g.Kept(p); err != nil || len(got) != 0 {
 		t.Errorf("the presence's own guard read %q, %v; want nothing", got, err)
 	}
-	if got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"tool"}` {
+	if _, got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"tool"}` {
 		t.Errorf("another change's guard read %q, %v; want the presence's set", got, err)
 	}
 	g.Release()

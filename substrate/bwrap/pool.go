@@ -3,6 +3,7 @@ package bwrap
 import (
 	"context"
 	"fmt"
+	"github.com/cordon-run/cordon/internal/placeholder"
 	"io"
 	"log/slog"
 	"os"
@@ -363,17 +364,15 @@ func (p *Pool) take(key string) *waiting {
 	}
 	if found != nil {
 		found.expire.Stop()
-		aheadIdle.Delete(found.r.sb.runID()) // its command is about to be given
+		placeholder.SetIdle(found.r.sb.runID(), false) // its command is about to be given
 	}
 	return found
 }
 
-// aheadIdle holds the session IDs of the sandboxes pools made ahead whose
-// command has not been given: nothing of them has run
-// ([placeholder.Session.OthersKept]).
-var aheadIdle sync.Map
-
-func idleAhead(id string) bool { _, ok := aheadIdle.Load(id); return ok }
+// idleAhead names the sessions of the sandboxes pools made ahead whose
+// command has not been given ([placeholder.SetIdle]): nothing of them has
+// run ([placeholder.Session.OthersKept]).
+func idleAhead(id string) bool { return placeholder.Idle(id) }
 
 // call runs the script in the pooled sandbox w, and says what happened
 // as [Run] does. ok false: w was no longer waiting untouched (its command
@@ -484,10 +483,10 @@ func (p *Pool) fill(s Spec) (err error) {
 	// Idle until a call takes it: the runs that start meanwhile do not
 	// hold what it trusts against theirs.
 	id := sb.runID()
-	aheadIdle.Store(id, true)
+	placeholder.SetIdle(id, true)
 	defer func() {
 		if err != nil {
-			aheadIdle.Delete(id)
+			placeholder.SetIdle(id, false)
 		}
 	}()
 	if err := sb.build(fs.Environ); err != nil {
@@ -620,7 +619,7 @@ func (p *Pool) discard(w *waiting) {
 	if w.expire != nil {
 		w.expire.Stop()
 	}
-	aheadIdle.Delete(w.r.sb.runID())
+	placeholder.SetIdle(w.r.sb.runID(), false)
 	w.script.Close()
 	if w.stdin != nil {
 		w.stdin.Close()

@@ -102,26 +102,43 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 func (w *Workspace) Protected() (*harness.Protected, error) {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
-	var g *placeholder.Guard
-	if dir := w.cfg.harness.StateDir(); dir != "" {
-		// Present in the registry of runs from the first change until
-		// the workspace is renewed or closed, recorded before the runs
-		// are read: a run that starts meanwhile reads what this set
-		// trusts, and a run of a nested workspace does not start.
-		if w.presence == nil {
-			p, err := placeholder.Present(dir, w.root)
-			if err != nil {
-				if _, serr := os.Lstat(dir); serr == nil {
-					return nil, &harness.BesideError{Op: "lock", Err: err}
-				}
-				// A state directory that cannot be reached or made
-				// holds no registry: no run of it can start beside this
-				// change (a run records itself there first).
-			}
-			w.presence = p
+	// Present in the registry of runs from the first change until the
+	// workspace is renewed or closed, recorded before the runs are read:
+	// a run that starts meanwhile reads what this set trusts, and a run
+	// of a nested workspace does not start. Made only as the set is
+	// about to be found, and left again on every way out before it is
+	// kept: a presence that keeps nothing would hold those runs off for
+	// nothing.
+	dir := w.cfg.harness.StateDir()
+	finding := !w.protFound
+	leave := func() {
+		if finding {
+			w.presence.Leave()
+			w.presence = nil
 		}
+	}
+	if dir != "" && finding && w.presence == nil {
+		p, err := placeholder.Present(dir, w.root)
+		if err != nil {
+			if _, serr := os.Lstat(dir); serr == nil {
+				return nil, &harness.BesideError{Op: "lock", Err: err}
+			}
+		}
+		w.presence = p
+	}
+	if dir != "" && w.presence == nil {
+		if _, err := os.Lstat(dir); err != nil {
+			// A state directory that cannot be reached or made holds no
+			// registry: no run of it can start beside this change (a
+			// run records itself there first).
+			dir = ""
+		}
+	}
+	var g *placeholder.Guard
+	if dir != "" {
 		var err error
 		if g, err = placeholder.Watch(dir, w.root); err != nil {
+			leave()
 			return nil, &harness.BesideError{Op: "lock", Err: err}
 		}
 		defer g.Release()
@@ -130,23 +147,19 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	// found while a run of an enclosing workspace had taken a submodule
 	// out of the index, it would not protect that submodule's entry once
 	// the run ended and put it back.
-	kept, err := g.Kept(w.presence)
+	kept, all, err := g.Kept(w.presence)
 	if err != nil {
-		if !w.protFound {
-			// No set found, none kept: a presence that keeps nothing
-			// would hold runs of nested workspaces off for nothing.
-			w.presence.Leave()
-			w.presence = nil
-		}
+		leave()
 		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
 	}
-	if !w.protFound {
+	if finding {
 		w.base, w.protErr = w.cfg.harness.Protect(w.root)
 		// A submodule of the index is the user's — passed by at the
 		// quarantine while its entry is the same file — only when every
 		// run going on trusted it too, as a run's set trusts
-		// ([harness.Protected.TrustOnly]): a run's command could have
-		// made it and entered it in the index, to take it out again
+		// ([harness.Protected.TrustOnly]; a sandbox this process made
+		// ahead, its command not given, excepted): a run's command could
+		// have made it and entered it in the index, to take it out again
 		// before its end (its quarantine then finds nothing new), and the
 		// tool's change put it back.
 		w.base.TrustOnly(kept)
@@ -159,8 +172,7 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 			}
 		}
 		if w.protErr != nil {
-			w.presence.Leave() // no change is made: nothing to be present for
-			w.presence = nil
+			leave() // no change is made: nothing to be present for
 		}
 	}
 	if w.protErr != nil {
@@ -172,7 +184,7 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	// be writable once the run ended — to be trusted again, with what the
 	// change wrote, by the next run that finds it in the index.
 	grew := false
-	for _, k := range kept {
+	for _, k := range all {
 		if !slices.ContainsFunc(w.guardedBy, func(g []byte) bool { return bytes.Equal(g, k) }) {
 			w.guardedBy, grew = append(w.guardedBy, k), true
 		}
