@@ -188,10 +188,27 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	return s, nil
 }
 
-// Key names the directory of a workspace's runs in the state directory.
+// Key names the directory of a workspace's runs in the state directory:
+// the workspace directory itself — its device and inode — so that every
+// path to it (a bind mount elsewhere: a devcontainer's /workspaces/x, a
+// server started on /mnt/proj) has the one trust lock and the one place
+// for what its runs and changes keep. A workspace that cannot be looked
+// at is named by its path. Its birth time is in the name where the file
+// system keeps one: an inode a removed directory freed, given to a new
+// one, is another workspace.
 func Key(workspace string) string {
-	sum := sha256.Sum256([]byte(workspace))
+	id := workspace
+	if d, ok := dirIdentity(workspace); ok {
+		id = d
+	}
+	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:16])
+}
+
+// sameWorkspace reports whether a record's workspace ws is the one whose
+// directory of runs is dir (a path to the same directory).
+func sameWorkspace(ws, workspace, dir string) bool {
+	return ws == workspace || Key(ws) == filepath.Base(dir)
 }
 
 // checkWait is how long a look at another workspace's lock retries:
@@ -666,7 +683,7 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
 			case within(ws, g.workspace):
 				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
-			case ws == g.workspace:
+			case sameWorkspace(ws, g.workspace, g.dir):
 				if set, ok := readSet(g.dir, r.kept+id); ok {
 					all = append(all, set)
 					if r.prefix != runPrefix || !Idle(id) {
@@ -831,7 +848,7 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 		return nil, nil
 	}
 	for id, ws := range liveRecords(active, names, runPrefix, self, false) {
-		if ws != workspace {
+		if !sameWorkspace(ws, workspace, dir) {
 			continue
 		}
 		set, ok := readSet(dir, "known-"+id)
@@ -844,7 +861,7 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 		}
 	}
 	for id, ws := range liveRecords(active, names, presencePrefix, "", false) {
-		if ws != workspace {
+		if !sameWorkspace(ws, workspace, dir) {
 			continue
 		}
 		if set, ok := readSet(dir, presenceKept+id); ok {
