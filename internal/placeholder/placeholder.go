@@ -197,18 +197,20 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 // system keeps one: an inode a removed directory freed, given to a new
 // one, is another workspace.
 func Key(workspace string) string {
-	id := workspace
-	if d, ok := dirIdentity(workspace); ok {
-		id = d
+	d, ok := dirIdentity(workspace)
+	if !ok {
+		return LegacyKey(workspace)
 	}
-	sum := sha256.Sum256([]byte(id))
+	sum := sha256.Sum256([]byte(d))
 	return hex.EncodeToString(sum[:16])
 }
 
-// sameWorkspace reports whether a record's workspace ws is the one whose
-// directory of runs is dir (a path to the same directory).
-func sameWorkspace(ws, workspace, dir string) bool {
-	return ws == workspace || Key(ws) == filepath.Base(dir)
+// LegacyKey is what [Key] was before it named a workspace by its
+// directory: the hash of its path. Directories of runs made then are
+// under it.
+func LegacyKey(workspace string) string {
+	sum := sha256.Sum256([]byte(workspace))
+	return hex.EncodeToString(sum[:16])
 }
 
 // checkWait is how long a look at another workspace's lock retries:
@@ -683,7 +685,11 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
 			case within(ws, g.workspace):
 				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
-			case sameWorkspace(ws, g.workspace, g.dir):
+			default:
+				// A set in this workspace's directory of runs is a run's
+				// or a presence's of this workspace, by whichever path
+				// (IDs are random): its record's path is not asked, which
+				// may no longer lead here (renamed, unmounted).
 				if set, ok := readSet(g.dir, r.kept+id); ok {
 					all = append(all, set)
 					if r.prefix != runPrefix || !Idle(id) {
@@ -847,10 +853,9 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 	if err != nil {
 		return nil, nil
 	}
-	for id, ws := range liveRecords(active, names, runPrefix, self, false) {
-		if !sameWorkspace(ws, workspace, dir) {
-			continue
-		}
+	// A set in dir is of a run or presence of this workspace, whatever
+	// path its record names ([Guard.Kept]).
+	for id := range liveRecords(active, names, runPrefix, self, false) {
 		set, ok := readSet(dir, "known-"+id)
 		if !ok {
 			continue
@@ -860,10 +865,7 @@ func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kep
 			kept = append(kept, set)
 		}
 	}
-	for id, ws := range liveRecords(active, names, presencePrefix, "", false) {
-		if !sameWorkspace(ws, workspace, dir) {
-			continue
-		}
+	for id := range liveRecords(active, names, presencePrefix, "", false) {
 		if set, ok := readSet(dir, presenceKept+id); ok {
 			all, kept = append(all, set), append(kept, set)
 		}

@@ -1455,3 +1455,42 @@ func TestAPresenceIsReadWithTheRuns(t *testing.T) {
 		t.Errorf("a presence's process died, and its record is still there after a walk: %v", err)
 	}
 }
+
+// TestARenamedWorkspaceKeepsItsRunsSets: a run's set is kept in its
+// workspace's directory of runs, named by the directory itself; its
+// record names the path it was begun by. The workspace renamed while the
+// run goes on, a change and a run of the new path read that set (the
+// record's path, which leads nowhere now, is not asked).
+func TestARenamedWorkspaceKeepsItsRunsSets(t *testing.T) {
+	top := layout(t)
+	state, ws, moved := filepath.Join(top, "state"), filepath.Join(top, "ws"), filepath.Join(top, "moved")
+	s, err := placeholder.Begin(state, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.End()
+	if err := s.Keep([]byte(`{"Q":"-"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(ws, moved); err != nil {
+		t.Fatal(err)
+	}
+	g, err := placeholder.Watch(state, moved)
+	if err != nil || g == nil {
+		t.Fatalf("Watch = %v, %v", g, err)
+	}
+	defer g.Release()
+	kept, all, err := g.Kept(nil)
+	if err != nil || len(all) != 1 || len(kept) != 1 {
+		t.Errorf("a change of %s beside a run recorded as %s (the same directory, the same key %s): Kept = %q, %q, %v; want the run's set",
+			moved, ws, placeholder.Key(moved), kept, all, err)
+	}
+	s2, err := placeholder.Begin(state, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.End()
+	if kept, all := s2.OthersKept(nil); len(all) != 1 || len(kept) != 1 {
+		t.Errorf("a run of %s beside a run recorded as %s: OthersKept = %q, %q; want the first run's set", moved, ws, kept, all)
+	}
+}

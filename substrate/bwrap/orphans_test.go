@@ -327,6 +327,43 @@ func TestNoRunWithoutTheInitHeld(t *testing.T) {
 	}
 }
 
+// TestAnInitGoneBeforeItIsHeldIsBwrapsFailure: bwrap fails to set the
+// sandbox up after it reported the init (a bind source gone), and the
+// init dies between its check and the pidfd that holds it: the run is
+// bwrap's failure, as when it dies before its check — not a setup error
+// about the pidfd (seen once in CI, as an unprivileged user).
+func TestAnInitGoneBeforeItIsHeldIsBwrapsFailure(t *testing.T) {
+	needBwrap(t)
+	bin, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	openInit = func(pid int, _ uint64) int {
+		// The init dies here, as a bwrap that failed ends it.
+		syscall.Kill(pid, syscall.SIGKILL)
+		for range 500 {
+			if _, err := nsInode(strconv.Itoa(pid), "pid"); err != nil {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		return -1
+	}
+	defer func() { openInit = proc.OpenInit }()
+	ws := tempWorkspace(t)
+	o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"/bin/sh", "-c", "touch ran"}})
+	t.Logf("the run: %+v %v", o, err)
+	if err != nil && strings.Contains(err.Error(), "pidfd") {
+		t.Errorf("an init gone before it was held reads as a failure to hold it: %v", err)
+	}
+	if err == nil && o.ExitCode == 0 {
+		t.Errorf("a run whose init died before its release reads as a success: %+v", o)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
+		t.Fatalf("the command ran: %v", err)
+	}
+}
+
 // TestTheLastLookComesAfterTheInitDied: the mount table's last look, which
 // must see any write a process of the sandbox could make, is taken only
 // once the sandbox's init has died — and every process of its namespace

@@ -410,7 +410,13 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		// not start.
 		initFD := openInit(rec.ChildPID, rec.PIDNS)
 		if initFD < 0 {
-			t.Kill() // never released: the command does not start
+			_, err := nsInode(strconv.Itoa(rec.ChildPID), "pid") // asked before the kill
+			t.Kill()                                             // never released: the command does not start
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				// Gone since it was checked: bwrap failed to set the
+				// sandbox up, and finish says with what (as above).
+				return r, nil
+			}
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
 				detail: fmt.Sprintf("cannot hold the sandbox's init (process %d) by a pidfd, which the end of the run waits for", rec.ChildPID)}
 			break

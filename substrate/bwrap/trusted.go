@@ -154,8 +154,10 @@ var defaultStateNames = sync.OnceValue(func() []string { return harness.Default(
 // state named in names ([stateNames] of h).
 func wasWorkspace(dir string, h harness.Config, names []string) bool {
 	var st unix.Stat_t
-	if unix.Lstat(filepath.Join(h.StateDir(), "runs", placeholder.Key(dir)), &st) == nil {
-		return true
+	for _, key := range []string{placeholder.Key(dir), placeholder.LegacyKey(dir)} {
+		if unix.Lstat(filepath.Join(h.StateDir(), "runs", key), &st) == nil {
+			return true // (a record made before runs were named by their directory: by its path)
+		}
 	}
 	for _, name := range names {
 		if unix.Lstat(filepath.Join(dir, name), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {

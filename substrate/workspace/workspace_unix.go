@@ -153,7 +153,21 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
 	}
 	if finding {
+		if lookedHook != nil {
+			lookedHook()
+		}
 		w.base, w.protErr = w.cfg.harness.Protect(w.root)
+		if w.protErr == nil {
+			// What is held against the set is read after the index, as
+			// a run reads it: a sandbox made ahead that was idle before
+			// the read may have been given its command since, and
+			// entered a submodule of its own.
+			if kept, _, err = g.Kept(w.presence); err != nil {
+				leave()
+				w.base, w.protErr = nil, nil
+				return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
+			}
+		}
 		// A submodule of the index is the user's — passed by at the
 		// quarantine while its entry is the same file — only when every
 		// run going on trusted it too, as a run's set trusts
@@ -198,6 +212,10 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	}
 	return w.prot, nil
 }
+
+// lookedHook, set by tests alone, runs between a first change's look at
+// the runs and its read of the index.
+var lookedHook func()
 
 // Found returns the protected set found at the first change asked for
 // since the workspace was opened or renewed, without what the runs trust
