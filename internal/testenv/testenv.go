@@ -97,3 +97,12 @@ func PrivateXDG() func() {
 	}
 	return func() { os.RemoveAll(dir) }
 }
+
+// MainPrivateXDG runs a package's tests (from TestMain) with
+// [PrivateXDG], and exits with their status.
+func MainPrivateXDG(m *testing.M) {
+	done := PrivateXDG()
+	code := m.Run()
+	done()
+	os.Exit(code)
+}

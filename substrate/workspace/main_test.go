@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cordon-run/cordon/internal/testenv"
@@ -9,9 +8,4 @@ import (
 
 // TestMain keeps the tests' changes, which record themselves in the
 // default state directory's registry of runs, out of the real one.
-func TestMain(m *testing.M) {
-	done := testenv.PrivateXDG()
-	code := m.Run()
-	done()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainPrivateXDG(m) }
