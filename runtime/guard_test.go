@@ -16,6 +16,8 @@ import (
 	"github.com/cordon-run/cordon/internal/wasmtest"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/landlock"
 	wsguard "github.com/cordon-run/cordon/substrate/workspace"
 )
 
@@ -139,13 +141,7 @@ func TestAWorkspaceKeptOpenGuardsWhatAnEndedRunTrusted(t *testing.T) {
 	_, ws, head, marker := submoduleScene(t, "P")
 	scriptR := outAndBack("P", head, "e/r-ready", "e/t-first")
 	scriptW := outAndBack("P", head, "e/w-ready", "e/t-over")
-	var resR runtime.Result
-	rDone := make(chan struct{})
-	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR) }()
-	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
-		<-rDone
-		t.Fatalf("R did not take P out of the index: %q %q", resR.Stdout, resR.Stderr)
-	}
+	endR := background(t, newPolicy(ws), scriptR, filepath.Join(ws, "e", "r-ready"), "R did not take P out of the index")
 	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
 	if err != nil {
 		t.Fatal(err)
@@ -157,22 +153,16 @@ func TestAWorkspaceKeptOpenGuardsWhatAnEndedRunTrusted(t *testing.T) {
 	planted := fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
 	errEarly := files.WriteFile("P/.git/config", planted)
 	os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
-	<-rDone
+	resR := endR()
 	errLate := files.WriteFile("P/.git/config", planted)
-	var resW runtime.Result
-	wDone := make(chan struct{})
-	go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW) }()
-	if !waitFile(filepath.Join(ws, "e", "w-ready")) {
-		<-wDone
-		t.Fatalf("W did not take P out of the index: %q %q", resW.Stdout, resW.Stderr)
-	}
+	endW := background(t, newPolicy(ws), scriptW, filepath.Join(ws, "e", "w-ready"), "W did not take P out of the index")
 	var notes []string
 	if p, err := files.Protected(); err == nil {
 		notes = p.QuarantineNotes()
 	}
 	files.Close()
 	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
-	<-wDone
+	resW := endW()
 	t.Logf("early %v; late %v; T notes %q; R %q notes %q; W %q notes %q", errEarly, errLate, notes, resR.Stdout, resR.Notes, resW.Stdout, resW.Notes)
 	if !strings.Contains(resR.Stdout, "READDED") || !strings.Contains(resW.Stdout, "READDED") {
 		t.Fatalf("the runs did not do their part (the test proves nothing)")
@@ -197,13 +187,7 @@ func TestAFileToolOfANestedWorkspaceWaitsForARunOfTheEnclosingOne(t *testing.T) 
 		_, ws, head, marker := submoduleScene(t, "sub/P")
 		inner := filepath.Join(ws, "sub")
 		scriptW := outAndBack("sub/P", head, "e/w-ready", "e/r-over")
-		var resW runtime.Result
-		wDone := make(chan struct{})
-		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
-		if !waitFile(filepath.Join(ws, "e", "w-ready")) {
-			<-wDone
-			t.Fatalf("W did not take sub/P out of the index: %q %q", resW.Stdout, resW.Stderr)
-		}
+		endW := background(t, newPolicy(ws), scriptW, filepath.Join(ws, "e", "w-ready"), "W did not take sub/P out of the index", on(sub))
 		// The same write to ws's own file tool is refused (the change).
 		outer, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
 		if err != nil {
@@ -224,7 +208,7 @@ func TestAFileToolOfANestedWorkspaceWaitsForARunOfTheEnclosingOne(t *testing.T) 
 		}
 		files.Close()
 		os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
-		<-wDone
+		resW := endW()
 		t.Logf("%s: outer write: %v; inner write: %v (notes %q); W %q %q notes %q", sub, errOuter, errWrite, notes, resW.Stdout, resW.Stderr, resW.Notes)
 		if !strings.Contains(resW.Stdout, "READDED") {
 			t.Fatalf("W did not put sub/P back in the index (the test proves nothing): %q %q", resW.Stdout, resW.Stderr)
@@ -259,13 +243,7 @@ func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
 	scriptR := outAndBack("sub/P", head, "e/r-ready", "e/t-first")
 	scriptW := outAndBack("sub/P", head, "e/w-ready", "e/t-over")
 
-	var resR runtime.Result
-	rDone := make(chan struct{})
-	go func() { defer close(rDone); resR = run(t, newPolicy(ws), scriptR) }()
-	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
-		<-rDone
-		t.Fatalf("R did not take sub/P out of the index: %q %q", resR.Stdout, resR.Stderr)
-	}
+	endR := background(t, newPolicy(ws), scriptR, filepath.Join(ws, "e", "r-ready"), "R did not take sub/P out of the index")
 	files, err := wsguard.Open(inner, wsguard.WithHarness(testHarness))
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +252,7 @@ func TestANestedWorkspaceFindsNoSetWhileRefused(t *testing.T) {
 	config, _ := files.ReadFile("P/.git/config")
 	planted := fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker))
 	os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
-	<-rDone
+	resR := endR()
 	// R ended, sub/P is in ws's index again, no run is going on.
 	errLate := files.WriteFile("P/.git/config", planted)
 	// A run W of ws would take sub/P out over the tool's end, put it
@@ -433,6 +411,52 @@ func toolRepository(t *testing.T, files *wsguard.Workspace, rel, marker string) 
 	}
 }
 
+// background runs script in a sandbox of p (opts as run's) and returns
+// once the script has made the file ready — its first part done — with a
+// function that waits for the run's end and returns its result; should
+// the script end first, the test fails with what.
+func background(t *testing.T, p bwrap.Policy, script, ready, what string, opts ...func(*Spec)) func() runtime.Result {
+	t.Helper()
+	var res runtime.Result
+	done := make(chan struct{})
+	go func() { defer close(done); res = run(t, p, script, opts...) }()
+	if !waitFile(ready) {
+		<-done
+		t.Fatalf("%s: %q %q", what, res.Stdout, res.Stderr)
+	}
+	return func() runtime.Result { <-done; return res }
+}
+
+// toolScene makes a workspace that is a repository, with a directory e
+// for the signal files of the runs beside the tool, and opens it as a file
+// tool keeps it open (a WebAssembly tool's, a server's); it returns the
+// workspace, the marker a planted command makes, and the open workspace.
+func toolScene(t *testing.T) (ws, marker string, files *wsguard.Workspace) {
+	t.Helper()
+	b := base(t)
+	ws = workspace(t, b)
+	gitRepo(t, ws)
+	os.Mkdir(filepath.Join(ws, "e"), 0o755)
+	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { files.Close() })
+	return ws, filepath.Join(b, "pwned"), files
+}
+
+// toolEnd ends a file tool's use of files as a WebAssembly tool's run
+// ends: its quarantine, against the set found at its first change, then
+// Close. It returns the quarantine's notes.
+func toolEnd(files *wsguard.Workspace) []string {
+	var notes []string
+	if p := files.Found(); p != nil {
+		notes = p.QuarantineNotes()
+	}
+	files.Close()
+	return notes
+}
+
 // TestASubmoduleHandedToAFileToolIsQuarantined: the hand-over of
 // TestASubmoduleHandedBetweenRunsIsQuarantined, with a workspace kept open
 // (a WebAssembly tool's, a server's) in the place of the second run. Run
@@ -444,47 +468,30 @@ func toolRepository(t *testing.T, files *wsguard.Workspace, rel, marker string) 
 // by: the host's git status ran A's command. A tool's set trusts only
 // what every run going on when it was found trusted too.
 func TestASubmoduleHandedToAFileToolIsQuarantined(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	gitRepo(t, ws)
-	os.Mkdir(filepath.Join(ws, "d"), 0o755)
-	os.Mkdir(filepath.Join(ws, "e"), 0o755)
-	marker := filepath.Join(b, "pwned")
-	scriptA := fmt.Sprintf(`mkdir -p d/X/.git/objects d/X/.git/refs/heads && echo 'ref: refs/heads/main' > d/X/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > d/X/.git/config && `, plantCommand(marker)) +
-		editIndex(`--add --cacheinfo 160000,0123456789012345678901234567890123456789,d/X`) + ` && touch e/a-ready
+	substrates(t, func(t *testing.T, sub string) {
+		ws, marker, files := toolScene(t)
+		os.Mkdir(filepath.Join(ws, "d"), 0o755)
+		scriptA := fmt.Sprintf(`mkdir -p d/X/.git/objects d/X/.git/refs/heads && echo 'ref: refs/heads/main' > d/X/.git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "%s"\n' > d/X/.git/config && `, plantCommand(marker)) +
+			editIndex(`--add --cacheinfo 160000,0123456789012345678901234567890123456789,d/X`) + ` && touch e/a-ready
 i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 ` + editIndex(`--force-remove d/X`) + ` && echo REMOVED`
-	var resA runtime.Result
-	aDone := make(chan struct{})
-	go func() { defer close(aDone); resA = run(t, newPolicy(ws), scriptA) }()
-	if !waitFile(filepath.Join(ws, "e", "a-ready")) {
-		<-aDone
-		t.Fatalf("A did not enter d/X in the index: %q %q", resA.Stdout, resA.Stderr)
-	}
-	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
-	<-aDone
-	errIndex := files.WriteFile(".git/index", toolIndex(t, ws, "d/X", "0123456789012345678901234567890123456789"))
-	var notes []string
-	if p := files.Found(); p != nil { // as a WebAssembly tool's run does at its end
-		notes = p.QuarantineNotes()
-	}
-	files.Close()
-	t.Logf("index %v; notes %q; A %q notes %q", errIndex, notes, resA.Stdout, resA.Notes)
-	if !strings.Contains(resA.Stdout, "REMOVED") || errIndex != nil {
-		t.Fatalf("A and the tool did not do their part (the test proves nothing): %q %q %v", resA.Stdout, resA.Stderr, errIndex)
-	}
-	if _, err := os.Lstat(filepath.Join(ws, "d", "X", ".git")); err == nil {
-		t.Errorf("d/X/.git, which A made, is still in git's way after the tool put d/X back in the index")
-	}
-	afterGit(t, ws, marker)
+		endA := background(t, newPolicy(ws), scriptA, filepath.Join(ws, "e", "a-ready"), "A did not enter d/X in the index", on(sub))
+		if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(ws, "e", "t-first"), nil, 0o644)
+		resA := endA()
+		errIndex := files.WriteFile(".git/index", toolIndex(t, ws, "d/X", "0123456789012345678901234567890123456789"))
+		notes := toolEnd(files)
+		t.Logf("%s: index %v; notes %q; A %q notes %q", sub, errIndex, notes, resA.Stdout, resA.Notes)
+		if !strings.Contains(resA.Stdout, "REMOVED") || errIndex != nil {
+			t.Fatalf("A and the tool did not do their part (the test proves nothing): %q %q %v", resA.Stdout, resA.Stderr, errIndex)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, "d", "X", ".git")); err == nil {
+			t.Errorf("d/X/.git, which A made, is still in git's way after the tool put d/X back in the index")
+		}
+		afterGit(t, ws, marker)
+	})
 }
 
 // TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet: what a run that
@@ -495,15 +502,7 @@ i=0; while [ ! -e e/t-first ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
 // guards Q now) and ends. Its quarantine moves Q/.git, new to its set.
 func TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet(t *testing.T) {
 	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	gitRepo(t, ws)
-	os.Mkdir(filepath.Join(ws, "e"), 0o755)
-	marker := filepath.Join(b, "pwned")
-	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws, marker, files := toolScene(t)
 	if err := files.WriteFile("x.txt", []byte("x")); err != nil { // the first change: the set is found
 		t.Fatal(err)
 	}
@@ -522,11 +521,7 @@ func TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet(t *testing.T) {
 		t.Fatalf("R did not start: %q %q", resR.Stdout, resR.Stderr)
 	}
 	errLate := files.WriteFile("y.txt", []byte("y")) // R's set, trusting Q, is seen
-	var notes []string
-	if p := files.Found(); p != nil {
-		notes = p.QuarantineNotes()
-	}
-	files.Close()
+	notes := toolEnd(files)
 	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
 	<-rDone
 	// (R is stopped: Q/.git, bound read-only in it as an entry it trusts,
@@ -546,52 +541,49 @@ func TestAToolsQuarantineTrustsNoRunThatStartedAfterItsSet(t *testing.T) {
 // command puts Q back and R ends. R took Q for the user's submodule: no
 // run beside it kept a set that did not trust it.
 func TestASubmoduleHandedByAFileToolToARunIsQuarantined(t *testing.T) {
-	needBwrap(t)
-	b := base(t)
-	ws := workspace(t, b)
-	gitRepo(t, ws)
-	os.Mkdir(filepath.Join(ws, "e"), 0o755)
-	marker := filepath.Join(b, "pwned")
-	const sha = "0123456789012345678901234567890123456789"
-	files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
-	if err != nil {
-		t.Fatal(err)
-	}
-	original, err := files.ReadFile(".git/index")
-	if err != nil {
-		t.Fatal(err)
-	}
-	toolRepository(t, files, "Q", marker)
-	if err := files.WriteFile(".git/index", toolIndex(t, ws, "Q", sha)); err != nil {
-		t.Fatalf("the tool's write of the index: %v", err)
-	}
-	var resR runtime.Result
-	rDone := make(chan struct{})
-	go func() {
-		defer close(rDone)
-		resR = run(t, newPolicy(ws), `touch e/r-ready; i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-`+editIndex(`--add --cacheinfo 160000,`+sha+`,Q`)+` && echo READDED`)
-	}()
-	if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+	substrates(t, func(t *testing.T, sub string) {
+		ws, marker, files := toolScene(t)
+		const sha = "0123456789012345678901234567890123456789"
+		original, err := files.ReadFile(".git/index")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toolRepository(t, files, "Q", marker)
+		if err := files.WriteFile(".git/index", toolIndex(t, ws, "Q", sha)); err != nil {
+			t.Fatalf("the tool's write of the index: %v", err)
+		}
+		var resR runtime.Result
+		rDone := make(chan struct{})
+		go func() {
+			defer close(rDone)
+			resR = run(t, newPolicy(ws), `touch e/r-ready; i=0; while [ ! -e e/t-over ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+`+editIndex(`--add --cacheinfo 160000,`+sha+`,Q`)+` && echo READDED`, on(sub))
+		}()
+		if !waitFile(filepath.Join(ws, "e", "r-ready")) {
+			<-rDone
+			t.Fatalf("R did not start: %q %q", resR.Stdout, resR.Stderr)
+		}
+		errOut := files.WriteFile(".git/index", original)
+		notes := toolEnd(files)
+		os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
 		<-rDone
-		t.Fatalf("R did not start: %q %q", resR.Stdout, resR.Stderr)
-	}
-	errOut := files.WriteFile(".git/index", original)
-	var notes []string
-	if p := files.Found(); p != nil {
-		notes = p.QuarantineNotes()
-	}
-	files.Close()
-	os.WriteFile(filepath.Join(ws, "e", "t-over"), nil, 0o644)
-	<-rDone
-	t.Logf("out %v; tool notes %q; R %q %q notes %q", errOut, notes, resR.Stdout, resR.Stderr, resR.Notes)
-	if errOut != nil || !strings.Contains(resR.Stdout, "READDED") {
-		t.Fatalf("the tool and R did not do their part (the test proves nothing)")
-	}
-	if _, err := os.Lstat(filepath.Join(ws, "Q", ".git")); err == nil {
-		t.Errorf("Q/.git, which the tool made, is still in git's way after R put Q back in the index")
-	}
-	afterGit(t, ws, marker)
+		t.Logf("%s: out %v; tool notes %q; R %q %q notes %q", sub, errOut, notes, resR.Stdout, resR.Stderr, resR.Notes)
+		switch {
+		case errOut != nil:
+			t.Fatalf("the tool did not do its part (the test proves nothing)")
+		case sub == landlock.Name && !strings.Contains(resR.Stdout, "READDED"):
+			// Landlock's rules hold the index's inode as the run began:
+			// the index the tool wrote in its place (a new file) is not
+			// the run's to write, and the hand-over cannot be completed.
+			t.Logf("landlock: the run could not write the index the tool replaced")
+		case !strings.Contains(resR.Stdout, "READDED"):
+			t.Fatalf("R did not do its part (the test proves nothing)")
+		}
+		if _, err := os.Lstat(filepath.Join(ws, "Q", ".git")); err == nil && strings.Contains(resR.Stdout, "READDED") {
+			t.Errorf("Q/.git, which the tool made, is still in git's way after R put Q back in the index")
+		}
+		afterGit(t, ws, marker)
+	})
 }
 
 // TestAFileToolWritesWhereNoStateDirectoryCanBeMade: a file tool whose

@@ -635,16 +635,10 @@ func TestASubmoduleWrittenWhileOutOfTheIndexIsNotPassedBy(t *testing.T) {
 		_, ws, head, marker := submoduleScene(t, "P")
 		scriptW := outAndBack("P", head, "e/w-ready", "e/r-over")
 		scriptR := fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s"\n' >> P/.git/config && echo PLANTED`, plantCommand(marker))
-		var resW runtime.Result
-		wDone := make(chan struct{})
-		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
-		if !waitFile(filepath.Join(ws, "e", "w-ready")) {
-			<-wDone
-			t.Fatalf("W did not take P out of the index: %q %q", resW.Stdout, resW.Stderr)
-		}
+		endW := background(t, newPolicy(ws), scriptW, filepath.Join(ws, "e", "w-ready"), "W did not take P out of the index", on(sub))
 		resR := run(t, newPolicy(ws), scriptR, on(sub))
 		os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
-		<-wDone
+		resW := endW()
 		t.Logf("%s: R %q %q notes %q; W %q %q notes %q", sub, resR.Stdout, resR.Stderr, resR.Notes, resW.Stdout, resW.Stderr, resW.Notes)
 		if !strings.Contains(resW.Stdout, "READDED") {
 			t.Fatalf("W did not put P back in the index (the test proves nothing): %q %q", resW.Stdout, resW.Stderr)
@@ -668,13 +662,7 @@ func TestAFileToolDoesNotWriteASubmoduleARunTrusts(t *testing.T) {
 	substrates(t, func(t *testing.T, sub string) {
 		_, ws, head, marker := submoduleScene(t, "P")
 		scriptW := outAndBack("P", head, "e/w-ready", "e/r-over")
-		var resW runtime.Result
-		wDone := make(chan struct{})
-		go func() { defer close(wDone); resW = run(t, newPolicy(ws), scriptW, on(sub)) }()
-		if !waitFile(filepath.Join(ws, "e", "w-ready")) {
-			<-wDone
-			t.Fatalf("W did not take P out of the index: %q %q", resW.Stdout, resW.Stderr)
-		}
+		endW := background(t, newPolicy(ws), scriptW, filepath.Join(ws, "e", "w-ready"), "W did not take P out of the index", on(sub))
 		files, err := wsguard.Open(ws, wsguard.WithHarness(testHarness))
 		if err != nil {
 			t.Fatal(err)
@@ -686,7 +674,7 @@ func TestAFileToolDoesNotWriteASubmoduleARunTrusts(t *testing.T) {
 		errWrite := files.WriteFile("P/.git/config", fmt.Appendf(config, "[core]\n\tfsmonitor = \"%s\"\n", plantCommand(marker)))
 		files.Close()
 		os.WriteFile(filepath.Join(ws, "e", "r-over"), nil, 0o644)
-		<-wDone
+		resW := endW()
 		t.Logf("%s: write: %v; W %q %q notes %q", sub, errWrite, resW.Stdout, resW.Stderr, resW.Notes)
 		if !strings.Contains(resW.Stdout, "READDED") {
 			t.Fatalf("W did not put P back in the index (the test proves nothing): %q %q", resW.Stdout, resW.Stderr)
@@ -923,12 +911,7 @@ func TestTheGlobalConfigIsReadForEveryWorkTree(t *testing.T) {
 	for _, withSub := range []bool{false, true} {
 		t.Run(fmt.Sprintf("separate-gitdir-submodule=%v", withSub), func(t *testing.T) {
 			substrates(t, func(t *testing.T, sub string) {
-				b := base(t)
-				global := filepath.Join(b, "gitconfig")
-				os.WriteFile(global, []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
-				t.Setenv("GIT_CONFIG_GLOBAL", global)
-				ws := workspace(t, b)
-				gitRepo(t, ws)
+				b, ws := globalConfigScene(t, "[core]\n\thooksPath = .githooks\n")
 				os.Mkdir(filepath.Join(ws, ".githooks"), 0o755) // the project's own hook
 				os.WriteFile(filepath.Join(ws, ".githooks", "pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
 				if withSub {
@@ -942,7 +925,7 @@ func TestTheGlobalConfigIsReadForEveryWorkTree(t *testing.T) {
 				}
 				cmd := exec.Command("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "after")
 				cmd.Dir = ws
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + global, "GIT_CEILING_DIRECTORIES=" + b}
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.Getenv("GIT_CONFIG_GLOBAL"), "GIT_CEILING_DIRECTORIES=" + b}
 				out, _ := cmd.CombinedOutput()
 				t.Logf("git commit: %s", out)
 				if _, err := os.Stat(marker); err == nil {
@@ -1006,6 +989,22 @@ func userSubmodule(t *testing.T, ws, name string) string {
 	return head
 }
 
+// globalConfigScene sets the user's global git configuration to config
+// (GIT_CONFIG_GLOBAL, for the test) and makes a workspace that is a
+// repository; it returns the base and the workspace.
+func globalConfigScene(t *testing.T, config string) (b, ws string) {
+	t.Helper()
+	b = base(t)
+	global := filepath.Join(b, "gitconfig")
+	if err := os.WriteFile(global, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	ws = workspace(t, b)
+	gitRepo(t, ws)
+	return b, ws
+}
+
 // TestTheGlobalConfigIsReadForEverySubmodule: the user's global git
 // configuration names a program by a path relative to the work tree
 // (core.fsmonitor = ./fsmon.sh), which git status at the root runs in the
@@ -1015,12 +1014,7 @@ func userSubmodule(t *testing.T, ws, name string) string {
 // P/fsmon.sh, and the host's git status ran it in P.
 func TestTheGlobalConfigIsReadForEverySubmodule(t *testing.T) {
 	substrates(t, func(t *testing.T, sub string) {
-		b := base(t)
-		global := filepath.Join(b, "gitconfig")
-		os.WriteFile(global, []byte("[core]\n\tfsmonitor = ./fsmon.sh\n"), 0o644)
-		t.Setenv("GIT_CONFIG_GLOBAL", global)
-		ws := workspace(t, b)
-		gitRepo(t, ws)
+		b, ws := globalConfigScene(t, "[core]\n\tfsmonitor = ./fsmon.sh\n")
 		userSubmodule(t, ws, "P")
 		marker := filepath.Join(b, "pwned")
 		res := run(t, newPolicy(ws), fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > P/fsmon.sh && chmod +x P/fsmon.sh && echo WROTE`, plantCommand(marker)), on(sub))
@@ -1030,7 +1024,7 @@ func TestTheGlobalConfigIsReadForEverySubmodule(t *testing.T) {
 		}
 		cmd := exec.Command("git", "status", "--short")
 		cmd.Dir = ws
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + global, "GIT_CEILING_DIRECTORIES=" + b}
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.Getenv("GIT_CONFIG_GLOBAL"), "GIT_CEILING_DIRECTORIES=" + b}
 		out, _ := cmd.CombinedOutput()
 		t.Logf("git status: %s", out)
 		if _, err := os.Stat(marker); err == nil {

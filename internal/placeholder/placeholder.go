@@ -189,13 +189,11 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 }
 
 // Key names the directory of a workspace's runs in the state directory:
-// the workspace directory itself — its device and inode — so that every
-// path to it (a bind mount elsewhere: a devcontainer's /workspaces/x, a
-// server started on /mnt/proj) has the one trust lock and the one place
-// for what its runs and changes keep. A workspace that cannot be looked
-// at is named by its path. Its birth time is in the name where the file
-// system keeps one: an inode a removed directory freed, given to a new
-// one, is another workspace.
+// the workspace directory itself ([dirIdentity]: its inode and birth
+// time), so that every path to it (a bind mount elsewhere: a
+// devcontainer's /workspaces/x, a server started on /mnt/proj) has the
+// one trust lock and the one place for what its runs and changes keep.
+// A workspace that cannot be looked at is named by its path.
 func Key(workspace string) string {
 	d, ok := dirIdentity(workspace)
 	if !ok {
@@ -642,12 +640,13 @@ type Guard struct {
 // (a command of a run going on is what could have changed the index in
 // between): the guard is nil, which guards nothing.
 func Watch(stateDir, workspace string) (*Guard, error) {
-	if _, ok := ensured.Load(stateDir + "\x00" + Key(workspace)); !ok {
+	key := Key(workspace)
+	if _, ok := ensured.Load(stateDir + "\x00" + key); !ok {
 		if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
 	}
-	dirs, err := ensureDirs(stateDir, Key(workspace))
+	dirs, err := ensureDirs(stateDir, key)
 	if err != nil {
 		return nil, err
 	}
@@ -752,15 +751,22 @@ func (p *Presence) recordPath() string {
 // workspace that start from now on, and the changes beside it. Call it
 // holding the workspace's trust lock ([Watch]), from the index's read on.
 func (p *Presence) Keep(data []byte) error {
+	return keepFile(p.kept, data)
+}
+
+// keepFile writes data whole to name: made as name.t and renamed into
+// place, so that a reader finds all of it or nothing; at most maxKept
+// bytes.
+func keepFile(name string, data []byte) error {
 	if len(data) > maxKept {
-		return fmt.Errorf("placeholder: %d bytes to keep, over the %d a change keeps", len(data), maxKept)
+		return fmt.Errorf("placeholder: %d bytes to keep, over the %d a run or a change keeps", len(data), maxKept)
 	}
-	tmp := p.kept + ".t"
-	os.Remove(tmp)
+	tmp := name + ".t"
+	os.Remove(tmp) // a killed process's of the same ID: none, in practice
 	if err := createFile(tmp, string(data), 0o600); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, p.kept); err != nil {
+	if err := os.Rename(tmp, name); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -814,17 +820,8 @@ func (g *Guard) Release() {
 // and from now on find it ([Session.OthersKept]) until the session ends:
 // in the state directory, written whole (a file renamed into place).
 func (s *Session) Keep(data []byte) error {
-	if len(data) > maxKept {
-		return fmt.Errorf("placeholder: %d bytes to keep, over the %d a run keeps", len(data), maxKept)
-	}
 	name := filepath.Join(s.dir, "known-"+s.ID())
-	tmp := name + ".t"
-	os.Remove(tmp) // a killed run's of the same ID: none, in practice
-	if err := createFile(tmp, string(data), 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		os.Remove(tmp)
+	if err := keepFile(name, data); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -3,7 +3,6 @@ package bwrap
 import (
 	"context"
 	"fmt"
-	"github.com/cordon-run/cordon/internal/placeholder"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/internal/limits"
+	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/substrate"
 )
 

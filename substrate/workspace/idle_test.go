@@ -17,7 +17,8 @@ import (
 // idle; the pool then gave it its command (no trust lock is taken for
 // that), which made Q/.git and entered Q in the index; the change read
 // the index and trusted Q. What is held against the set is read after the
-// index now, as a run reads it.
+// index now, as a run reads it: here the command comes just before the
+// index's read.
 func TestASandboxGivenItsCommandMeanwhileIsHeldAgainstTheSet(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
@@ -52,7 +53,7 @@ func TestASandboxGivenItsCommandMeanwhileIsHeldAgainstTheSet(t *testing.T) {
 	placeholder.SetIdle(s.ID(), true)
 	defer placeholder.SetIdle(s.ID(), false)
 
-	lookedHook = func() {
+	beforeIndexHook = func() {
 		// The pool gives the sandbox its command, which enters Q.
 		placeholder.SetIdle(s.ID(), false)
 		os.MkdirAll(filepath.Join(ws, "Q", ".git", "objects"), 0o755)
@@ -61,7 +62,7 @@ func TestASandboxGivenItsCommandMeanwhileIsHeldAgainstTheSet(t *testing.T) {
 		os.WriteFile(filepath.Join(ws, "Q", ".git", "config"), []byte("[core]\n\tfsmonitor = \"false\"\n"), 0o644)
 		git("update-index", "--add", "--cacheinfo", "160000,0123456789012345678901234567890123456789,Q")
 	}
-	defer func() { lookedHook = nil }()
+	defer func() { beforeIndexHook = nil }()
 	w, err := Open(ws, WithHarness(h))
 	if err != nil {
 		t.Fatal(err)

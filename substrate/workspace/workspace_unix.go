@@ -99,7 +99,7 @@ func Open(dir string, opts ...Option) (*Workspace, error) {
 // another lock. A
 // configuration without a state directory (no home) has no registry of
 // runs to read: no run of it can be going on.
-func (w *Workspace) Protected() (*harness.Protected, error) {
+func (w *Workspace) Protected() (_ *harness.Protected, err error) {
 	w.protMu.Lock()
 	defer w.protMu.Unlock()
 	// Present in the registry of runs from the first change until the
@@ -118,56 +118,45 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 		}
 	}
 	if dir != "" && finding && w.presence == nil {
-		p, err := placeholder.Present(dir, w.root)
-		if err != nil {
-			if _, serr := os.Lstat(dir); serr == nil {
-				return nil, &harness.BesideError{Op: "lock", Err: err}
-			}
+		if w.presence, err = placeholder.Present(dir, w.root); err != nil && reachable(dir) {
+			return nil, &harness.BesideError{Op: "lock", Err: err}
 		}
-		w.presence = p
 	}
-	if dir != "" && w.presence == nil {
-		if _, err := os.Lstat(dir); err != nil {
-			// A state directory that cannot be reached or made holds no
-			// registry: no run of it can start beside this change (a
-			// run records itself there first).
-			dir = ""
-		}
+	if dir != "" && w.presence == nil && !reachable(dir) {
+		// A state directory that cannot be reached or made holds no
+		// registry: no run of this configuration can start beside the
+		// change (a run records itself there first).
+		dir = ""
 	}
 	var g *placeholder.Guard
 	if dir != "" {
-		var err error
 		if g, err = placeholder.Watch(dir, w.root); err != nil {
 			leave()
 			return nil, &harness.BesideError{Op: "lock", Err: err}
 		}
 		defer g.Release()
 	}
-	// The runs first: a set is not found while a change is refused —
-	// found while a run of an enclosing workspace had taken a submodule
-	// out of the index, it would not protect that submodule's entry once
-	// the run ended and put it back.
+	if finding {
+		if beforeIndexHook != nil {
+			beforeIndexHook()
+		}
+		w.base, w.protErr = w.cfg.harness.Protect(w.root)
+	}
+	// The runs are read after the index, as a run reads them: a sandbox
+	// made ahead that was idle before the read may have been given its
+	// command since, and entered a submodule of its own. And no set is
+	// found while a change is refused: found while a run of an enclosing
+	// workspace had taken a submodule out of the index, it would not
+	// protect that submodule's entry once the run ended and put it back.
 	kept, all, err := g.Kept(w.presence)
 	if err != nil {
-		leave()
+		if finding {
+			w.base, w.protErr = nil, nil
+			leave()
+		}
 		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
 	}
 	if finding {
-		if lookedHook != nil {
-			lookedHook()
-		}
-		w.base, w.protErr = w.cfg.harness.Protect(w.root)
-		if w.protErr == nil {
-			// What is held against the set is read after the index, as
-			// a run reads it: a sandbox made ahead that was idle before
-			// the read may have been given its command since, and
-			// entered a submodule of its own.
-			if kept, _, err = g.Kept(w.presence); err != nil {
-				leave()
-				w.base, w.protErr = nil, nil
-				return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
-			}
-		}
 		// A submodule of the index is the user's — passed by at the
 		// quarantine while its entry is the same file — only when every
 		// run going on trusted it too, as a run's set trusts
@@ -213,9 +202,16 @@ func (w *Workspace) Protected() (*harness.Protected, error) {
 	return w.prot, nil
 }
 
-// lookedHook, set by tests alone, runs between a first change's look at
-// the runs and its read of the index.
-var lookedHook func()
+// beforeIndexHook, set by tests alone, runs as a first change is about to
+// read the index, before it reads what the runs kept.
+var beforeIndexHook func()
+
+// reachable reports whether the state directory dir is there to be
+// looked at.
+func reachable(dir string) bool {
+	_, err := os.Lstat(dir)
+	return err == nil
+}
 
 // Found returns the protected set found at the first change asked for
 // since the workspace was opened or renewed, without what the runs trust
