@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,6 +122,68 @@ func timeFiltered(b *testing.B, bin string, args, env []string, filter []byte) t
 	return timeRun(b, r)
 }
 
+// sideArgs returns the raw bwrap arguments rawArgs with every side
+// channel cordon gives bwrap added before "--", on the descriptors
+// timeSide hands them: the same argv as a run's, its options read from a
+// descriptor (--args) as a run's are.
+func sideArgs(rawArgs []string) (opts []byte, argv []string) {
+	side := append(slices.Clone(rawArgs[:len(rawArgs)-2]),
+		"--block-fd", "3", "--sync-fd", "7", "--json-status-fd", "4", "--seccomp", "6")
+	for _, a := range side {
+		opts = append(append(opts, a...), 0)
+	}
+	return opts, append([]string{"--args", "5"}, rawArgs[len(rawArgs)-2:]...)
+}
+
+// timeSide times raw bwrap given the arguments of sideArgs: its options on
+// a pipe (--args), its block descriptor (--block-fd) holding its byte
+// already (no round trip: the least a caller of these flags can do), the
+// writing end of that pipe as its --sync-fd, its status (--json-status-fd)
+// read to the end, the seccomp program on a pipe — what the side channels
+// cost bwrap itself, without cordon's work around them.
+func timeSide(b *testing.B, bin string, opts []byte, args, env []string, filter []byte) time.Duration {
+	pipe := func(data []byte) (*os.File, *os.File) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if data != nil {
+			if _, err := w.Write(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return r, w
+	}
+	start := time.Now()
+	blockR, blockW := pipe([]byte{1})
+	statusR, statusW := pipe(nil)
+	argsR, argsW := pipe(nil)
+	filterR, filterW := pipe(filter)
+	filterW.Close()
+	r := exec.Command(bin, args...)
+	r.Env = env
+	r.ExtraFiles = []*os.File{blockR, statusW, argsR, filterR, blockW} // 3 block, 4 status, 5 args, 6 seccomp, 7 sync
+	if err := r.Start(); err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range []*os.File{blockR, statusW, argsR, filterR, blockW} {
+		f.Close()
+	}
+	if _, err := argsW.Write(opts); err != nil {
+		b.Fatal(err)
+	}
+	argsW.Close()
+	status, err := io.ReadAll(statusR)
+	statusR.Close()
+	if err != nil || !bytes.Contains(status, []byte(`"exit-code": 0`)) {
+		b.Fatalf("bwrap's status: %q %v", status, err)
+	}
+	if err := r.Wait(); err != nil {
+		b.Fatalf("%v: %v", r.Args, err)
+	}
+	return time.Since(start)
+}
+
 func timeRun(b *testing.B, cmd *exec.Cmd) time.Duration {
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -137,9 +201,10 @@ func median(d []time.Duration) time.Duration {
 // BenchmarkExecTrue runs, interleaved in one loop, `cordon exec -- true`,
 // the raw bwrap invocation with the same options (`bwrap OPTIONS -- true`,
 // built by the same code), the same with the run's seccomp program too
-// (`--seccomp FD`: the same sandbox, without cordon's side channels),
-// runtime.Run in process, and the bare `true`, and reports the medians and
-// their ratios.
+// (`--seccomp FD`: the same sandbox, without cordon's side channels), the
+// same with every flag a run gives bwrap (its argv: the seccomp program
+// and the side channels, timeSide), runtime.Run in process, and the bare
+// `true`, and reports the medians and their ratios.
 func BenchmarkExecTrue(b *testing.B) {
 	needBwrap(b)
 	cordon := buildCordon(b)
@@ -149,6 +214,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	rawArgs, rawEnv, sb := rawBwrap(b, h, ws)
 	defer sb.Close()
 	filter, withFilter := seccompArgs(b, h, ws, rawArgs)
+	sideOpts, withSide := sideArgs(rawArgs)
 	trueBin, _ := exec.LookPath("true")
 	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
 	if err != nil {
@@ -158,7 +224,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
 
-	var cli, raw, rawSeccomp, lib, bare, prep []time.Duration
+	var cli, raw, rawSeccomp, rawSide, lib, bare, prep []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		c := exec.Command(cordon, "exec", "--", "true")
@@ -170,6 +236,8 @@ func BenchmarkExecTrue(b *testing.B) {
 		raw = append(raw, timeRun(b, r))
 
 		rawSeccomp = append(rawSeccomp, timeFiltered(b, bin, withFilter, rawEnv, filter))
+
+		rawSide = append(rawSide, timeSide(b, bin, sideOpts, withSide, rawEnv, filter))
 
 		start := time.Now()
 		p, err := a.PrepareCommand(context.Background(), admission.Command{Argv: []string{"true"}, Capabilities: set})
@@ -186,15 +254,17 @@ func BenchmarkExecTrue(b *testing.B) {
 		bare = append(bare, timeRun(b, exec.Command(trueBin)))
 	}
 	b.StopTimer()
-	mc, mr, ms, ml, mb := median(cli), median(raw), median(rawSeccomp), median(lib), median(bare)
+	mc, mr, ms, mf, ml, mb := median(cli), median(raw), median(rawSeccomp), median(rawSide), median(lib), median(bare)
 	b.ReportMetric(float64(mc.Microseconds()), "cordon-µs")
 	b.ReportMetric(float64(mr.Microseconds()), "bwrap-µs")
 	b.ReportMetric(float64(ms.Microseconds()), "bwrap-seccomp-µs")
+	b.ReportMetric(float64(mf.Microseconds()), "bwrap-argv-µs")
 	b.ReportMetric(float64(ml.Microseconds()), "runtime.Run-µs")
 	b.ReportMetric(float64(mb.Microseconds()), "bare-µs")
 	b.ReportMetric(float64(mc)/float64(mr), "cordon/bwrap")
 	b.ReportMetric(float64(ml)/float64(mr), "runtime.Run/bwrap")
 	b.ReportMetric(float64(ml)/float64(ms), "runtime.Run/bwrap-seccomp")
+	b.ReportMetric(float64(ml)/float64(mf), "runtime.Run/bwrap-argv")
 	b.ReportMetric(float64(mr)/float64(mb), "bwrap/bare")
 	b.ReportMetric(float64(median(prep).Microseconds()), "prep-µs")
 	b.ReportMetric(0, "ns/op") // the per-op time mixes four commands; the medians above are the figures
