@@ -1,6 +1,8 @@
 package placeholder_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -18,33 +20,13 @@ import (
 // own path, which kept its sets and took its trust lock elsewhere: the
 // hand-over of a submodule from a file tool to a run went unseen.
 func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a bind mount, in a mount namespace of the test's thread alone, needs root")
-	}
 	top := layout(t)
 	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
 	alias := filepath.Join(top, "alias")
 	if err := os.Mkdir(alias, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Never unlocked: the thread, and the namespace, end with the
-		// goroutine. The alias is this thread's alone.
-		goruntime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-			t.Errorf("unshare: %v", err)
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			t.Errorf("private mounts: %v", err)
-			return
-		}
-		if err := unix.Mount(ws, alias, "", unix.MS_BIND, ""); err != nil {
-			t.Errorf("bind mount: %v", err)
-			return
-		}
+	withBind(t, ws, alias, func() {
 		if a, b := placeholder.Key(alias), placeholder.Key(ws); a != b {
 			t.Errorf("Key(%s) = %s, Key(%s) = %s: two names for one workspace", alias, a, ws, b)
 		}
@@ -80,6 +62,117 @@ func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
 		if _, all, err := g.Kept(p); err != nil || len(all) != 1 || string(all[0]) != `{"P":"run"}` {
 			t.Errorf("a change of %s beside a run of %s (the same directory): Kept = %q, %v; want the run's set", alias, ws, all, err)
 		}
+	})
+}
+
+// withBind runs fn on a thread of its own in a mount namespace of its own,
+// where dir is bind-mounted on alias: the mount is that thread's alone,
+// and ends with it (the thread is never unlocked). Root alone.
+func withBind(t *testing.T, dir, alias string, fn func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount, in a mount namespace of the test's thread alone, needs root")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		goruntime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			t.Errorf("private mounts: %v", err)
+			return
+		}
+		if err := unix.Mount(dir, alias, "", unix.MS_BIND, ""); err != nil {
+			t.Errorf("bind mount: %v", err)
+			return
+		}
+		fn()
 	}()
 	<-done
+}
+
+// TestABindMountOfANestedDirectoryIsNested: which workspace encloses which
+// was told by their paths alone. A run of ws and a run (or a file tool's
+// change) of a bind mount of ws/sub elsewhere went on at once — no path of
+// the one leads through the other — each keeping its set under its own
+// trust lock: the nested run's command could write what the enclosing
+// run trusted, and the other way round. They lie one inside the other in
+// their file system, and are refused as runs of nested workspaces are.
+func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	sub, alias, same := filepath.Join(ws, "sub"), filepath.Join(top, "alias"), filepath.Join(top, "same")
+	for _, d := range []string{sub, alias, same} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withBind(t, sub, alias, func() {
+		if err := unix.Mount(ws, same, "", unix.MS_BIND, ""); err != nil {
+			t.Errorf("bind mount: %v", err)
+			return
+		}
+		refused := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, placeholder.ErrNested) {
+				t.Errorf("%s: %v, want ErrNested", what, err)
+			}
+		}
+		for _, c := range []struct{ first, second string }{{ws, alias}, {alias, ws}, {same, alias}} {
+			s, err := placeholder.Begin(state, c.first)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			second, err := placeholder.Begin(state, c.second)
+			refused(fmt.Sprintf("a run of %s beside a run of %s", c.second, c.first), err)
+			if err == nil {
+				second.End()
+			}
+			g, err := placeholder.Watch(state, c.second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _, err = g.Kept(nil)
+			g.Release()
+			refused(fmt.Sprintf("a change of %s beside a run of %s", c.second, c.first), err)
+			if got := placeholder.Running(state, ws); got != c.first {
+				t.Errorf("Running(%s) beside a run of %s = %q", ws, c.first, got)
+			}
+			s.End()
+
+			p, err := placeholder.Present(state, c.first)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			second, err = placeholder.Begin(state, c.second)
+			refused(fmt.Sprintf("a run of %s beside a change of %s", c.second, c.first), err)
+			if err == nil {
+				second.End()
+			}
+			p.Leave()
+		}
+		// Two paths to one directory are one workspace: its runs go on at
+		// once.
+		a, err := placeholder.Begin(state, ws)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer a.End()
+		b, err := placeholder.Begin(state, same)
+		if err != nil {
+			t.Errorf("a run of %s beside a run of %s (one directory): %v", same, ws, err)
+			return
+		}
+		b.End()
+		if got := placeholder.Running(state, same); got != ws {
+			t.Errorf("Running(%s) beside a run of %s (one directory) = %q", same, ws, got)
+		}
+	})
 }

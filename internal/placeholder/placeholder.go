@@ -70,6 +70,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/internal/dirfd"
+	"github.com/cordon-run/cordon/internal/mountinfo"
 	"github.com/cordon-run/cordon/internal/userdir"
 )
 
@@ -171,21 +172,90 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, outer)
 	}
+	// (The locks above are found by path: a run of a directory above
+	// this one that no path of this one leads through — this one a bind
+	// mount of its subdirectory — is found by its record, by place.)
 	names, _ := readNames(active)
-	if nested := runningInside(active, names, s.recordAt, workspace); nested != "" {
-		s.release()
-		return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, nested)
+	var lay layout
+	for _, ws := range liveRecords(active, names, runPrefix, s.recordAt, true) {
+		switch lay.of(ws, workspace) {
+		case inside:
+			s.release()
+			return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, ws)
+		case around:
+			s.release()
+			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, ws)
+		}
 	}
 	// And the presences around and inside it: a file tool's change of a
 	// workspace kept open records its presence before it looks at the
 	// runs.
 	for _, ws := range liveRecords(active, names, presencePrefix, "", false) {
-		if within(ws, workspace) || within(workspace, ws) {
+		if r := lay.of(ws, workspace); r == inside || r == around {
 			s.release()
 			return nil, fmt.Errorf("%w: a file tool's change of the workspace %s is going on", ErrNested, ws)
 		}
 	}
 	return s, nil
+}
+
+// How a workspace lies against another ([layout.of]).
+const (
+	apart  = iota
+	same   // one directory, by whichever paths
+	inside // strictly below the other
+	around // the other strictly below it
+)
+
+// A layout tells how the workspaces of one look at the registry lie
+// against each other: by their paths, and where the paths say they are
+// apart, by their places ([mountinfo.Place]) — a bind mount of a
+// workspace, or of a directory inside it, lies inside it there, where no
+// path of this mount namespace leads from one to the other. Places are
+// looked up only then, once each for the look: a run among runs of its
+// own path alone reads no table of mounts. A path that leads nowhere now
+// (unmounted, renamed) is judged by its path alone.
+type layout struct {
+	places map[string]*mountinfo.Place // nil: no place
+}
+
+// of returns how ws lies against workspace.
+func (l *layout) of(ws, workspace string) int {
+	switch {
+	case ws == workspace:
+		return same
+	case within(ws, workspace):
+		return inside
+	case within(workspace, ws):
+		return around
+	}
+	a, b := l.place(ws), l.place(workspace)
+	switch {
+	case a == nil || b == nil:
+		return apart
+	case *a == *b:
+		return same
+	case a.Within(*b):
+		return inside
+	case b.Within(*a):
+		return around
+	}
+	return apart
+}
+
+func (l *layout) place(ws string) *mountinfo.Place {
+	if p, ok := l.places[ws]; ok {
+		return p
+	}
+	if l.places == nil {
+		l.places = map[string]*mountinfo.Place{}
+	}
+	var out *mountinfo.Place
+	if p, ok := mountinfo.Of(ws); ok {
+		out = &p
+	}
+	l.places[ws] = out
+	return out
 }
 
 // Key names the directory of a workspace's runs in the state directory:
@@ -416,30 +486,16 @@ func takeSpare(dir, path, workspace string) *os.File {
 }
 
 // Running returns the workspace at or below workspace (absolute,
-// canonical) where a run recorded in stateDir's registry of runs is going
-// on, or "": for an operation on a whole tree that no run may overlap
-// (applying a disposable root).
-func Running(stateDir, workspace string) string {
-	active := filepath.Join(stateDir, "runs", "active")
-	return runningWithin(active, "", workspace, true)
-}
-
-// runningInside returns a workspace strictly inside workspace that a run
-// recorded in the registry dir (other than self) is going on in, or "".
+// canonical) — by path or by place ([layout]) — where a run recorded in
+// stateDir's registry of runs is going on, or "": for an operation on a
+// whole tree that no run may overlap (applying a disposable root).
 // Records whose run is gone (their lock is free) are handed to the
 // sweeper ([SetSweeper]), which has them removed.
-func runningInside(dir string, names []string, self, workspace string) string {
-	for _, ws := range liveRecords(dir, names, runPrefix, self, true) {
-		if within(ws, workspace) {
-			return ws
-		}
-	}
-	return ""
-}
-
-func runningWithin(dir, self, workspace string, orAt bool) string {
-	for _, ws := range liveRuns(dir, self, true) {
-		if ws == workspace && orAt || within(ws, workspace) {
+func Running(stateDir, workspace string) string {
+	active := filepath.Join(stateDir, "runs", "active")
+	var lay layout
+	for _, ws := range liveRuns(active, "", true) {
+		if r := lay.of(ws, workspace); r == same || r == inside {
 			return ws
 		}
 	}
@@ -674,15 +730,16 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 	if err != nil {
 		return nil, nil, nil
 	}
+	var lay layout
 	for _, r := range []struct{ prefix, self, kept, what string }{
 		{runPrefix, "", "known-", "a run"},
 		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
 	} {
 		for id, ws := range liveRecords(g.active, names, r.prefix, r.self, false) {
-			switch {
-			case within(g.workspace, ws):
+			switch lay.of(ws, g.workspace) {
+			case around:
 				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
-			case within(ws, g.workspace):
+			case inside:
 				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
 			default:
 				// A set in this workspace's directory of runs is a run's

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/mountinfo"
 )
 
 // watchEvery is how often a run's mount table is read again, until the
@@ -296,7 +298,7 @@ func missing(want []string, table string) []string {
 			continue
 		}
 		if strings.Contains(p, "\\") {
-			p = unescapeMount(p)
+			p = mountinfo.Unescape(p)
 		}
 		if found, ok := seen[p]; ok && !found {
 			seen[p] = true
@@ -317,46 +319,8 @@ func missing(want []string, table string) []string {
 
 // mountPointField returns the fifth field of a mountinfo line, its mount
 // point as the table has it (escaped), or "".
-func mountPointField(line string) string { return mountinfoField(line, 4) }
+func mountPointField(line string) string { return mountinfo.Field(line, 4) }
 
-// mountinfoField returns field n (from 0) of a mountinfo line, or "". The
-// kernel separates the fields by one space and escapes a space, tab,
-// newline or backslash in a path (\040, \011, \012, \134), but no other
-// white space: a path may hold a \v, \r or a no-break space, which
-// strings.Fields would take for a separator.
-func mountinfoField(line string, n int) string {
-	for range n {
-		i := strings.IndexByte(line, ' ')
-		if i < 0 {
-			return ""
-		}
-		line = line[i+1:]
-	}
-	if i := strings.IndexAny(line, " \n"); i >= 0 {
-		line = line[:i]
-	}
-	return line
-}
-
-// unescapeMount undoes the octal escapes of a mountinfo path (\040 for a
-// space, \011, \012, \134).
-func unescapeMount(p string) string {
-	if !strings.Contains(p, "\\") {
-		return p
-	}
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if p[i] == '\\' && i+3 < len(p) && isOctal(p[i+1]) && isOctal(p[i+2]) && isOctal(p[i+3]) {
-			b.WriteByte((p[i+1]-'0')<<6 | (p[i+2]-'0')<<3 | (p[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(p[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // stopped waits up to d for the watch to be ended.
 func (w *mountWatch) stopped(d time.Duration) bool {
@@ -426,7 +390,7 @@ func tableChanges(a, b string, layers []layer) []string {
 		if as[l] {
 			continue
 		}
-		if slices.Contains(strings.Split(mountinfoField(l, 5), ","), "ro") {
+		if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
 			continue
 		}
 		p := mountPoint(l)
@@ -445,7 +409,7 @@ func mountPoint(line string) string {
 	if p == "" {
 		return line
 	}
-	return unescapeMount(p)
+	return mountinfo.Unescape(p)
 }
 
 // coveredBy reports whether a mount at p is hidden from the sandbox: the
