@@ -216,6 +216,7 @@ const (
 // own path alone reads no table of mounts. A path that leads nowhere now
 // (unmounted, renamed) is judged by its path alone.
 type layout struct {
+	table  mountinfo.Table             // read at the first place looked up
 	places map[string]*mountinfo.Place // nil: no place
 }
 
@@ -251,7 +252,7 @@ func (l *layout) place(ws string) *mountinfo.Place {
 		l.places = map[string]*mountinfo.Place{}
 	}
 	var out *mountinfo.Place
-	if p, ok := mountinfo.Of(ws); ok {
+	if p, ok := l.table.Of(ws); ok {
 		out = &p
 	}
 	l.places[ws] = out
