@@ -257,8 +257,8 @@ type Beside interface {
 	// Trusting takes the workspace's trust lock and returns its release.
 	Trusting() (func(), error)
 	// OthersKept returns the sets the other runs going on kept: those
-	// skip does not name, and all.
-	OthersKept(skip func(id string) bool) (kept, all [][]byte)
+	// skip does not name, and all; an error when they cannot all be read.
+	OthersKept(skip func(id string) bool) (kept, all [][]byte, err error)
 	// Keep leaves this run's set for the others.
 	Keep(data []byte) error
 }
@@ -266,13 +266,16 @@ type Beside interface {
 // A BesideError is a failure of [Beside] in [Config.ProtectBeside]: the
 // run cannot be set up, which is no refusal of its workspace.
 type BesideError struct {
-	Op  string // "lock" or "keep"
+	Op  string // "lock", "look" or "keep"
 	Err error
 }
 
 func (e *BesideError) Error() string {
-	if e.Op == "lock" {
+	switch e.Op {
+	case "lock":
 		return "cannot take the workspace's trust lock: " + e.Err.Error()
+	case "look":
+		return "cannot read what the runs beside it trust: " + e.Err.Error()
 	}
 	return "cannot keep the submodules this run trusts for the runs beside it: " + e.Err.Error()
 }
@@ -297,7 +300,10 @@ func (c Config) ProtectBeside(root string, b Beside, skip func(id string) bool) 
 	if err != nil {
 		return nil, err
 	}
-	trusting, all := b.OthersKept(skip)
+	trusting, all, err := b.OthersKept(skip)
+	if err != nil {
+		return nil, &BesideError{Op: "look", Err: err}
+	}
 	p.TrustOnly(trusting)
 	if err := p.GuardOthers(all); err != nil {
 		return nil, err

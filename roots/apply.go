@@ -84,7 +84,11 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 		return nil, err
 	}
 	defer unlock()
-	if ws := placeholder.Running(rs.h.StateDir(), r.Path); ws != "" {
+	ws, err := placeholder.Running(rs.h.StateDir(), r.Path)
+	if err != nil {
+		return nil, refusal.Errorf(refusal.Other, "refusing to apply root %s: cannot tell whether a run in it is going on (%v); nothing was changed", r.ID, err)
+	}
+	if ws != "" {
 		return nil, refusal.Errorf(refusal.Invalid, "refusing to apply root %s: a run in %s is going on; apply once it has ended (nothing was changed)", r.ID, ws)
 	}
 	d, err := rs.Diff(r)

@@ -46,8 +46,8 @@ func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
 			return
 		}
 		defer s.End()
-		if kept, all := s.OthersKept(nil); len(kept) != 1 || len(all) != 1 || string(kept[0]) != `{"Q":"tool"}` {
-			t.Errorf("a run of %s beside a presence of %s (the same directory): OthersKept = %q, %q; want the presence's set", ws, alias, kept, all)
+		if kept, all, err := s.OthersKept(nil); err != nil || len(kept) != 1 || len(all) != 1 || string(kept[0]) != `{"Q":"tool"}` {
+			t.Errorf("a run of %s beside a presence of %s (the same directory): OthersKept = %q, %q, %v; want the presence's set", ws, alias, kept, all, err)
 		}
 		g, err := placeholder.Watch(state, alias)
 		if err != nil || g == nil {
@@ -140,8 +140,8 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 			_, _, err = g.Kept(nil)
 			g.Release()
 			refused(fmt.Sprintf("a change of %s beside a run of %s", c.second, c.first), err)
-			if got := placeholder.Running(state, ws); got != c.first {
-				t.Errorf("Running(%s) beside a run of %s = %q", ws, c.first, got)
+			if got, err := placeholder.Running(state, ws); got != c.first || err != nil {
+				t.Errorf("Running(%s) beside a run of %s = %q, %v", ws, c.first, got, err)
 			}
 			s.End()
 
@@ -171,8 +171,8 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 			return
 		}
 		b.End()
-		if got := placeholder.Running(state, same); got != ws {
-			t.Errorf("Running(%s) beside a run of %s (one directory) = %q", same, ws, got)
+		if got, err := placeholder.Running(state, same); got != ws || err != nil {
+			t.Errorf("Running(%s) beside a run of %s (one directory) = %q, %v", same, ws, got, err)
 		}
 	})
 }

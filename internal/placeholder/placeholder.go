@@ -175,9 +175,14 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	// (The locks above are found by path: a run of a directory above
 	// this one that no path of this one leads through — this one a bind
 	// mount of its subdirectory — is found by its record, by place.)
-	names, _ := readNames(active)
+	names, err := readNames(active)
+	if err != nil {
+		s.release()
+		return nil, fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
+	}
 	var lay layout
-	for _, ws := range liveRecords(active, names, runPrefix, s.recordAt, true) {
+	var walkErr error
+	for _, ws := range liveRecords(active, names, runPrefix, s.recordAt, true, &walkErr) {
 		switch lay.of(ws, workspace) {
 		case inside:
 			s.release()
@@ -190,11 +195,15 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	// And the presences around and inside it: a file tool's change of a
 	// workspace kept open records its presence before it looks at the
 	// runs.
-	for _, ws := range liveRecords(active, names, presencePrefix, "", false) {
+	for _, ws := range liveRecords(active, names, presencePrefix, "", false, &walkErr) {
 		if r := lay.of(ws, workspace); r == inside || r == around {
 			s.release()
 			return nil, fmt.Errorf("%w: a file tool's change of the workspace %s is going on", ErrNested, ws)
 		}
+	}
+	if walkErr != nil {
+		s.release()
+		return nil, walkErr
 	}
 	return s, nil
 }
@@ -491,24 +500,25 @@ func takeSpare(dir, path, workspace string) *os.File {
 // stateDir's registry of runs is going on, or "": for an operation on a
 // whole tree that no run may overlap (applying a disposable root).
 // Records whose run is gone (their lock is free) are handed to the
-// sweeper ([SetSweeper]), which has them removed.
-func Running(stateDir, workspace string) string {
+// sweeper ([SetSweeper]), which has them removed. An error: the registry
+// could not be read whole (none there is no error: no run is recorded).
+func Running(stateDir, workspace string) (string, error) {
 	active := filepath.Join(stateDir, "runs", "active")
+	names, err := readNames(active)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
+	}
 	var lay layout
-	for _, ws := range liveRuns(active, "", true) {
+	var walkErr error
+	for _, ws := range liveRecords(active, names, runPrefix, "", true, &walkErr) {
 		if r := lay.of(ws, workspace); r == same || r == inside {
-			return ws
+			return ws, nil
 		}
 	}
-	return ""
-}
-
-// liveRuns walks the registry of runs dir, but for the record self, and
-// yields the ID and workspace of each run going on (its record locked).
-// A record whose run is gone (its lock free) is handed to the sweeper
-// ([SetSweeper]) when sweep is set, and skipped.
-func liveRuns(dir, self string, sweep bool) iter.Seq2[string, string] {
-	return liveRecords(dir, nil, runPrefix, self, sweep)
+	return "", walkErr
 }
 
 // The prefixes of the records in a registry of runs: a run's session's,
@@ -518,18 +528,18 @@ const (
 	presencePrefix = "f-"
 )
 
-// liveRecords is [liveRuns] of the records named prefix+ID, among names
-// (read from dir if nil: a caller that walks the records of both prefixes
-// reads the directory once). A presence's record found unlocked (its
-// process died) is removed, with what it kept.
-func liveRecords(dir string, names []string, prefix, self string, sweep bool) iter.Seq2[string, string] {
+// liveRecords walks the records named prefix+ID among names, those of the
+// registry of runs dir (a caller that walks the records of both prefixes
+// reads the directory once), but for the record self, and yields the ID
+// and workspace of each run or presence going on (its record locked). A
+// run's record whose run is gone (its lock free) is handed to the sweeper
+// ([SetSweeper]) when sweep is set, and skipped; a presence's found
+// unlocked (its process died) is removed, with what it kept. A record
+// that cannot be opened, but for one gone meanwhile (its run ended), sets
+// *errp, if it is nil, and is skipped: the caller fails closed — a run it
+// did not read could be one it must not go on beside.
+func liveRecords(dir string, names []string, prefix, self string, sweep bool, errp *error) iter.Seq2[string, string] {
 	return func(yield func(id, workspace string) bool) {
-		if names == nil {
-			var err error
-			if names, err = readNames(dir); err != nil {
-				return
-			}
-		}
 		for _, n := range names {
 			if !strings.HasPrefix(n, prefix) || n == filepath.Base(self) {
 				continue
@@ -538,6 +548,9 @@ func liveRecords(dir string, names []string, prefix, self string, sweep bool) it
 			p := filepath.Join(dir, n)
 			f, err := dirfd.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) && *errp == nil {
+					*errp = fmt.Errorf("cannot read the record %s of the registry of runs: %w", p, err)
+				}
 				continue
 			}
 			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
@@ -729,14 +742,15 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 	}
 	names, err := readNames(g.active)
 	if err != nil {
-		return nil, nil, nil
+		return nil, nil, fmt.Errorf("cannot read the registry of runs %s: %w", g.active, err)
 	}
 	var lay layout
+	var walkErr error
 	for _, r := range []struct{ prefix, self, kept, what string }{
 		{runPrefix, "", "known-", "a run"},
 		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
 	} {
-		for id, ws := range liveRecords(g.active, names, r.prefix, r.self, false) {
+		for id, ws := range liveRecords(g.active, names, r.prefix, r.self, false, &walkErr) {
 			switch lay.of(ws, g.workspace) {
 			case around:
 				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
@@ -747,7 +761,11 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 				// or a presence's of this workspace, by whichever path
 				// (IDs are random): its record's path is not asked, which
 				// may no longer lead here (renamed, unmounted).
-				if set, ok := readSet(g.dir, r.kept+id); ok {
+				set, ok, err := readSet(g.dir, r.kept+id)
+				if err != nil {
+					return nil, nil, err
+				}
+				if ok {
 					all = append(all, set)
 					if r.prefix != runPrefix || !Idle(id) {
 						kept = append(kept, set)
@@ -755,6 +773,9 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 				}
 			}
 		}
+	}
+	if walkErr != nil {
+		return nil, nil, walkErr
 	}
 	return kept, all, nil
 }
@@ -895,54 +916,60 @@ func (s *Session) Keep(data []byte) error {
 // sessions skip names (a sandbox made ahead whose command has not been
 // given: nothing of it has run) — all has those too. A set that cannot be
 // read whole (not a regular file, over maxKept) is there as nil: a set
-// that trusts nothing.
-func (s *Session) OthersKept(skip func(id string) bool) (kept, all [][]byte) {
-	return keptBy(s.activeDir, s.dir, s.recordAt, s.workspace, skip)
+// that trusts nothing. An error: the registry, a record or a set could
+// not be read (a set not read is one this run would not hold against its
+// own, nor guard).
+func (s *Session) OthersKept(skip func(id string) bool) (kept, all [][]byte, err error) {
+	return keptBy(s.activeDir, s.dir, s.recordAt, skip)
 }
 
 // keptBy is [Session.OthersKept] of the runs of workspace going on in the
 // registry active, but for the record self, whose sets are in dir — and
 // of its presences ([Presence]), which skip never names.
-func keptBy(active, dir, self, workspace string, skip func(id string) bool) (kept, all [][]byte) {
+func keptBy(active, dir, self string, skip func(id string) bool) (kept, all [][]byte, err error) {
 	names, err := readNames(active)
 	if err != nil {
-		return nil, nil
+		return nil, nil, fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
 	}
 	// A set in dir is of a run or presence of this workspace, whatever
 	// path its record names ([Guard.Kept]).
-	for id := range liveRecords(active, names, runPrefix, self, false) {
-		set, ok := readSet(dir, "known-"+id)
-		if !ok {
-			continue
-		}
-		all = append(all, set)
-		if skip == nil || !skip(id) {
-			kept = append(kept, set)
+	var walkErr error
+	for _, r := range []struct{ prefix, self, kept string }{{runPrefix, self, "known-"}, {presencePrefix, "", presenceKept}} {
+		for id := range liveRecords(active, names, r.prefix, r.self, false, &walkErr) {
+			set, ok, err := readSet(dir, r.kept+id)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !ok {
+				continue
+			}
+			all = append(all, set)
+			if r.prefix != runPrefix || skip == nil || !skip(id) {
+				kept = append(kept, set)
+			}
 		}
 	}
-	for id := range liveRecords(active, names, presencePrefix, "", false) {
-		if set, ok := readSet(dir, presenceKept+id); ok {
-			all, kept = append(all, set), append(kept, set)
-		}
+	if walkErr != nil {
+		return nil, nil, walkErr
 	}
-	return kept, all
+	return kept, all, nil
 }
 
-// readKept reads the set the run id kept in dir: false when it has kept
-// nothing yet (it has let no command start), nil when it cannot be read
-// whole (not a regular file, over maxKept) — a set that trusts nothing.
-func readKept(dir, id string) ([]byte, bool) { return readSet(dir, "known-"+id) }
-
-// readSet is [readKept] of the set in dir/name.
-func readSet(dir, name string) ([]byte, bool) {
+// readSet reads the set in dir/name a run or a presence kept: false when
+// it has kept nothing yet (it has let no command start), nil when it
+// cannot be read whole (not a regular file, over maxKept) — a set that
+// trusts nothing; an error when it cannot be read at all.
+func readSet(dir, name string) ([]byte, bool, error) {
 	set, err := dirfd.ReadSmall(unix.AT_FDCWD, filepath.Join(dir, name), unix.O_NOFOLLOW, maxKept+1)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, nil
+	case errors.Is(err, dirfd.ErrNotRegular) || errors.Is(err, unix.ELOOP) || err == nil && len(set) > maxKept:
+		return nil, true, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("cannot read the set %s kept: %w", filepath.Join(dir, name), err)
 	}
-	if err != nil || len(set) > maxKept {
-		return nil, true
-	}
-	return set, true
+	return set, true, nil
 }
 
 // ID names the session's run among the runs of its state directory: a

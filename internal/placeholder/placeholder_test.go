@@ -535,8 +535,8 @@ func TestKilledSession(t *testing.T) {
 	// the run left), the record stays, for one that has.
 	record := filepath.Join(top, "state", "runs", "active", "r-"+helperID)
 	placeholder.SetSweeper(nil)
-	if ws := placeholder.Running(filepath.Join(top, "state"), ws); ws != "" {
-		t.Fatalf("the killed run is reported running in %s", ws)
+	if ws, err := placeholder.Running(filepath.Join(top, "state"), ws); ws != "" || err != nil {
+		t.Fatalf("the killed run is reported running in %s (%v)", ws, err)
 	}
 	if _, err := os.Stat(record); err != nil {
 		t.Fatalf("the killed run's record went with no sweep: %v", err)
@@ -987,7 +987,7 @@ func TestSpareRecords(t *testing.T) {
 		t.Fatalf("after a run ended: records %q, spares %q; want none and one", runs, spares)
 	}
 	spare := inode(t, spares[0])
-	if got := placeholder.Running(state, ws); got != "" {
+	if got, err := placeholder.Running(state, ws); got != "" || err != nil {
 		t.Fatalf("Running with only a spare record = %q, want none", got)
 	}
 
@@ -1006,7 +1006,7 @@ func TestSpareRecords(t *testing.T) {
 		}
 		f.Close()
 	}
-	if got := placeholder.Running(state, ws); got != ws {
+	if got, err := placeholder.Running(state, ws); got != ws || err != nil {
 		t.Errorf("Running during the run = %q, want %q", got, ws)
 	}
 	end(t, s)
@@ -1185,7 +1185,7 @@ func TestOthersKept(t *testing.T) {
 
 	got := map[string]bool{}
 	nils := 0
-	kept, all := self.OthersKept(nil)
+	kept, all := othersKept(t, self, nil)
 	if len(all) != len(kept) {
 		t.Errorf("OthersKept skipping nothing: %d sets and %d in all", len(kept), len(all))
 	}
@@ -1199,7 +1199,7 @@ func TestOthersKept(t *testing.T) {
 	if !got[`{"a":"1:2"}`] || len(got) != 1 || nils != 2 {
 		t.Errorf("OthersKept = %v and %d that trust nothing, want a's set alone and 2 that trust nothing (the directory, the set over the bound)", got, nils)
 	}
-	skipped, all := self.OthersKept(func(id string) bool { return id == a.ID() })
+	skipped, all := othersKept(t, self, func(id string) bool { return id == a.ID() })
 	for _, k := range skipped {
 		if string(k) == `{"a":"1:2"}` {
 			t.Errorf("OthersKept returned the set of a session skip names")
@@ -1209,7 +1209,7 @@ func TestOthersKept(t *testing.T) {
 		t.Errorf("OthersKept left the set of a session skip names out of all")
 	}
 	end(t, a)
-	kept, _ = self.OthersKept(nil)
+	kept, _ = othersKept(t, self, nil)
 	for _, k := range kept {
 		if string(k) == `{"a":"1:2"}` {
 			t.Errorf("OthersKept returned the set of a session that ended")
@@ -1407,7 +1407,7 @@ func TestAPresenceIsReadWithTheRuns(t *testing.T) {
 	}
 	g.Release()
 	a := begin(t, top)
-	kept, all := a.OthersKept(func(string) bool { return true })
+	kept, all := othersKept(t, a, func(string) bool { return true })
 	if len(kept) != 1 || len(all) != 1 || string(kept[0]) != `{"P":"tool"}` {
 		t.Errorf("a run beside the presence: OthersKept = %q, %q; want the presence's set in both", kept, all)
 	}
@@ -1445,7 +1445,7 @@ func TestAPresenceIsReadWithTheRuns(t *testing.T) {
 	}
 	dead.Forget() // its lock goes as a killed process's would; its files stay
 	b := begin(t, top)
-	if kept, all := b.OthersKept(nil); len(kept)+len(all) != 0 {
+	if kept, all := othersKept(t, b, nil); len(kept)+len(all) != 0 {
 		t.Errorf("a run read the set of a presence whose process died: %q %q", kept, all)
 	}
 	if got, _ := filepath.Glob(filepath.Join(state, "runs", "*", "tool-*")); len(got) != 0 {
@@ -1490,7 +1490,89 @@ func TestARenamedWorkspaceKeepsItsRunsSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.End()
-	if kept, all := s2.OthersKept(nil); len(all) != 1 || len(kept) != 1 {
+	if kept, all := othersKept(t, s2, nil); len(all) != 1 || len(kept) != 1 {
 		t.Errorf("a run of %s beside a run recorded as %s: OthersKept = %q, %q; want the first run's set", moved, ws, kept, all)
+	}
+}
+
+// othersKept is s.OthersKept, its error the test's failure.
+func othersKept(t *testing.T, s *placeholder.Session, skip func(id string) bool) (kept, all [][]byte) {
+	t.Helper()
+	kept, all, err := s.OthersKept(skip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kept, all
+}
+
+// TestARegistryThatCannotBeReadFailsClosed: a record of the registry of
+// runs that could not be opened (here a symbolic link, which is opened
+// without following it; a process out of descriptors fails the same way)
+// was skipped as if no run were there: a nested run started beside it, a
+// file tool's change and a run's set held nothing of it against their
+// own, a disposable root was applied under it. Each of them now fails,
+// naming the record; and so does a run's look at a set kept that cannot be
+// read (one that is no regular file still trusts nothing).
+func TestARegistryThatCannotBeReadFailsClosed(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	s := begin(t, top)
+	bad := filepath.Join(state, "runs", "active", "r-0123456789abcdef")
+	if err := os.Symlink(filepath.Join(top, "outside"), bad); err != nil {
+		t.Fatal(err)
+	}
+	named := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s beside a record that cannot be read: %v, want an error naming %s", what, err, bad)
+		}
+	}
+	_, _, err := s.OthersKept(nil)
+	named("OthersKept", err)
+	g, err := placeholder.Watch(state, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = g.Kept(nil)
+	g.Release()
+	named("Guard.Kept", err)
+	end(t, s) // no run to find before the record
+	_, err = placeholder.Running(state, top)
+	named("Running", err)
+	nested := filepath.Join(ws, "sub")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n, err := placeholder.Begin(state, nested)
+	if err == nil {
+		n.End()
+	}
+	named("Begin", err)
+	if err := os.Remove(bad); err != nil {
+		t.Fatal(err)
+	}
+
+	// A set another run kept that cannot be read (a directory is one that
+	// trusts nothing: nil, as before).
+	s, other := begin(t, top), begin(t, top)
+	known := filepath.Join(state, "runs", placeholder.Key(ws), "known-"+other.ID())
+	if err := os.Symlink(filepath.Join(top, "outside"), known); err != nil {
+		t.Fatal(err)
+	}
+	if kept, all := othersKept(t, s, nil); len(kept) != 1 || kept[0] != nil || len(all) != 1 {
+		t.Errorf("a set that is a symbolic link: OthersKept = %q, %q; want one set that trusts nothing", kept, all)
+	}
+	if os.Geteuid() == 0 {
+		return // root reads a file of mode 0: the unprivileged pass checks the rest
+	}
+	if err := os.Remove(known); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(known, []byte(`{}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.OthersKept(nil)
+	if err == nil || !strings.Contains(err.Error(), known) {
+		t.Errorf("OthersKept beside a set that cannot be read: %v, want an error naming %s", err, known)
 	}
 }

@@ -321,7 +321,6 @@ func missing(want []string, table string) []string {
 // point as the table has it (escaped), or "".
 func mountPointField(line string) string { return mountinfo.Field(line, 4) }
 
-
 // stopped waits up to d for the watch to be ended.
 func (w *mountWatch) stopped(d time.Duration) bool {
 	select {
