@@ -154,6 +154,9 @@ func (w *Workspace) Protected() (_ *harness.Protected, err error) {
 			w.base, w.protErr = nil, nil
 			leave()
 		}
+		if !errors.Is(err, placeholder.ErrNested) {
+			return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w: a run going on that cannot be read could trust what a file tool's change would write", err)
+		}
 		return nil, refusal.Errorf(refusal.WorkspaceRefused, "%w, and a file tool's change beside it could write what that one trusts; wait for it to end", err)
 	}
 	if finding {
