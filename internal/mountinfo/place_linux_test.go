@@ -3,12 +3,12 @@ package mountinfo_test
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/internal/mountinfo"
+	"github.com/cordon-run/cordon/internal/testenv"
 )
 
 func TestAPlaceIsWhereADirectoryLiesInItsFileSystem(t *testing.T) {
@@ -31,12 +31,10 @@ func TestAPlaceIsWhereADirectoryLiesInItsFileSystem(t *testing.T) {
 
 // TestABindMountLiesWhereItsDirectoryLies: a path through a bind mount of
 // a directory (its name escaped in the table: a space, a tab) has the
-// place of the directory's own path. Root alone: the mount is made in a
-// mount namespace of the test's thread alone, which ends with it.
+// place of the directory's own path, through a mount whose root is not
+// its file system's (top bound on itself). Root alone: the mounts are
+// made in a mount namespace of the test's thread alone.
 func TestABindMountLiesWhereItsDirectoryLies(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a bind mount, in a mount namespace of the test's thread alone, needs root")
-	}
 	top, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -48,20 +46,10 @@ func TestABindMountLiesWhereItsDirectoryLies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-			t.Errorf("unshare: %v", err)
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			t.Errorf("private mounts: %v", err)
-			return
-		}
-		before, err := mountinfo.Read() // a table read before the mount
-		if err != nil {
+	var before *mountinfo.Table
+	testenv.WithBind(t, top, top, func() { // a mount namespace of this thread; dir is not bound yet
+		var err error
+		if before, err = mountinfo.Read(); err != nil { // a table read before the mount
 			t.Error(err)
 			return
 		}
@@ -80,6 +68,5 @@ func TestABindMountLiesWhereItsDirectoryLies(t *testing.T) {
 		if in, _ := mountinfo.Of(filepath.Join(alias, "sub\tx")); !in.Within(outer) {
 			t.Errorf("Of(alias/sub) = %+v, not within Of(%s) = %+v", in, top, outer)
 		}
-	}()
-	<-done
+	})
 }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/internal/testenv"
 )
 
 // TestAPathToTheSameWorkspaceIsTheSameWorkspace: the registry of runs
@@ -26,7 +26,7 @@ func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
 	if err := os.Mkdir(alias, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	withBind(t, ws, alias, func() {
+	testenv.WithBind(t, ws, alias, func() {
 		if a, b := placeholder.Key(alias), placeholder.Key(ws); a != b {
 			t.Errorf("Key(%s) = %s, Key(%s) = %s: two names for one workspace", alias, a, ws, b)
 		}
@@ -65,35 +65,6 @@ func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
 	})
 }
 
-// withBind runs fn on a thread of its own in a mount namespace of its own,
-// where dir is bind-mounted on alias: the mount is that thread's alone,
-// and ends with it (the thread is never unlocked). Root alone.
-func withBind(t *testing.T, dir, alias string, fn func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a bind mount, in a mount namespace of the test's thread alone, needs root")
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		goruntime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-			t.Errorf("unshare: %v", err)
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			t.Errorf("private mounts: %v", err)
-			return
-		}
-		if err := unix.Mount(dir, alias, "", unix.MS_BIND, ""); err != nil {
-			t.Errorf("bind mount: %v", err)
-			return
-		}
-		fn()
-	}()
-	<-done
-}
-
 // TestABindMountOfANestedDirectoryIsNested: which workspace encloses which
 // was told by their paths alone. A run of ws and a run (or a file tool's
 // change) of a bind mount of ws/sub elsewhere went on at once — no path of
@@ -110,7 +81,7 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	withBind(t, sub, alias, func() {
+	testenv.WithBind(t, sub, alias, func() {
 		if err := unix.Mount(ws, same, "", unix.MS_BIND, ""); err != nil {
 			t.Errorf("bind mount: %v", err)
 			return
