@@ -76,7 +76,10 @@ type ApplyOptions struct {
 //
 // No run of the root may go on meanwhile: apply takes the root's run lock
 // exclusively, and refuses when a run holds it or when a run of a
-// directory inside the root is going on.
+// directory inside the root is going on; it is present in the registry
+// of runs while it applies, so that a run of a directory inside the root
+// reached by another path (a bind mount), which the lock does not hold
+// off, does not start either.
 func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, error) {
 	paths := o.Paths
 	unlock, err := lockRoot(r)
@@ -84,6 +87,16 @@ func (rs *Roots) Apply(ctx context.Context, r *Root, o ApplyOptions) (*Applied, 
 		return nil, err
 	}
 	defer unlock()
+	// Present in the registry of runs while it applies: a run of a
+	// directory inside the root that no path of the root leads through (a
+	// bind mount of it elsewhere), which the root's lock does not hold
+	// off, does not start meanwhile ([placeholder.Begin]). Recorded before
+	// the runs are read: one that starts from then on sees it.
+	presence, err := placeholder.Present(rs.h.StateDir(), r.Path, -1)
+	if err != nil {
+		return nil, refusal.Errorf(refusal.Other, "refusing to apply root %s: cannot record the apply in the registry of runs (%v); nothing was changed", r.ID, err)
+	}
+	defer presence.Leave()
 	ws, err := placeholder.Running(rs.h.StateDir(), r.Path)
 	if err != nil {
 		return nil, refusal.Errorf(refusal.Other, "refusing to apply root %s: cannot tell whether a run in it is going on (%v); nothing was changed", r.ID, err)

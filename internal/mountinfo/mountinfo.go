@@ -57,6 +57,19 @@ type Place struct {
 	Path string // from the file system's root, absolute, clean
 }
 
+// String is the place as one word, "MAJOR:MINOR/PATH", which [Parse]
+// reads.
+func (p Place) String() string { return p.Dev + p.Path }
+
+// Parse reads a place written by [Place.String].
+func Parse(s string) (Place, bool) {
+	i := strings.IndexByte(s, '/')
+	if i <= 0 || strings.Count(s[:i], ":") != 1 {
+		return Place{}, false
+	}
+	return Place{Dev: s[:i], Path: s[i:]}, true
+}
+
 // Within reports whether p lies strictly below dir.
 func (p Place) Within(dir Place) bool {
 	if p.Dev == "" || p.Dev != dir.Dev || p.Path == dir.Path {

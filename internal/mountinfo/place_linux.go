@@ -1,16 +1,23 @@
 package mountinfo
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // A Table is the calling thread's table of mounts as read once
-// (/proc/thread-self/mountinfo), to look up the places of several paths.
+// (/proc/thread-self/mountinfo): where the kernel has no statmount(2)
+// (before 6.8), places are looked up in it, and one table serves every
+// place one look asks.
 type Table struct{ text string }
 
 // maxTable bounds the table read: some 100 000 mounts.
@@ -25,9 +32,12 @@ func Read() (*Table, error) {
 	defer f.Close()
 	var b strings.Builder
 	buf := make([]byte, 64<<10)
-	for b.Len() < maxTable {
+	for {
 		n, err := f.Read(buf)
 		b.Write(buf[:n])
+		if b.Len() > maxTable {
+			return nil, fmt.Errorf("the table of mounts is over %d bytes", maxTable)
+		}
 		if n == 0 || err != nil {
 			break
 		}
@@ -35,49 +45,172 @@ func Read() (*Table, error) {
 	return &Table{text: b.String()}, nil
 }
 
-// Of returns the place of the directory at path (absolute, canonical: no
-// symbolic link on the way), reading the table of mounts once for it.
-func Of(path string) (Place, bool) {
+// Of returns the place of the directory at path, as [Table.OfFD] of the
+// directory opened (no table read ahead).
+func Of(path string) (Place, error) {
 	var t *Table
 	return t.Of(path)
 }
 
-// Of returns the place of the directory at path (absolute, canonical):
-// the mount the path leads into, by its ID (statx), looked up in the
-// table, and the rest of the path below that mount's point, from the
-// mount's root. A mount the table does not hold (made since it was read;
-// a nil Table holds none) is looked up in the table read again. False
-// where the place cannot be told: no mount ID from the kernel, an
-// unreadable table, a mount's root that is no path (deleted, or of
-// another namespace's file system).
-func (t *Table) Of(path string) (Place, bool) {
-	var st unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st) != nil || st.Mask&unix.STATX_MNT_ID == 0 {
-		return Place{}, false
+// Of is [Table.OfFD] of the directory at path, opened (O_PATH) without
+// following a symbolic link at its end.
+func (t *Table) Of(path string) (Place, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Place{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	line, ok := t.line(st.Mnt_id)
-	if !ok {
-		fresh, err := Read()
-		if err != nil {
-			return Place{}, false
-		}
-		if t != nil {
-			*t = *fresh
-		}
-		if line, ok = fresh.line(st.Mnt_id); !ok {
-			return Place{}, false
-		}
-	}
-	dev, root, point := Field(line, 2), Unescape(Field(line, 3)), Unescape(Field(line, 4))
-	rest, ok := below(path, point)
-	if !ok || !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "//deleted") {
-		return Place{}, false
-	}
-	return Place{Dev: dev, Path: filepath.Join(root, rest)}, true
+	defer unix.Close(fd)
+	return t.OfFD(fd)
 }
 
-// line returns the table's line of the mount id.
-func (t *Table) line(id uint64) (string, bool) {
+// ErrUnsupported: the kernel cannot tell which mount a file is on (no
+// STATX_MNT_ID: before 5.8).
+var ErrUnsupported = errors.New("the kernel does not tell a file's mount")
+
+// ErrNoPlace: the directory has no place — deleted, or reached through a
+// mount whose root is deleted — and so lies inside nothing.
+var ErrNoPlace = errors.New("the directory has no place in its file system")
+
+// OfFD returns the place of the directory open as fd: the mount it is on
+// (statx), that mount's root in its file system and its point
+// (statmount(2) where the kernel has it, else the table, read again for
+// a mount made since it was read; a nil Table holds none), and the path
+// of fd (its link in /proc) below that point. Told from the directory
+// held, not from a path: a directory on the way to it swapped for a
+// symbolic link meanwhile does not move it.
+func (t *Table) OfFD(fd int) (Place, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID|unix.STATX_MNT_ID_UNIQUE, &st); err != nil {
+		return Place{}, fmt.Errorf("statx: %w", err)
+	}
+	var dev, root, point string
+	if st.Mask&unix.STATX_MNT_ID_UNIQUE != 0 && !noStatmount.Load() && !byTableOnly {
+		var err error
+		dev, root, point, err = statmount(st.Mnt_id)
+		if errors.Is(err, unix.ENOSYS) {
+			noStatmount.Store(true)
+			return t.OfFD(fd)
+		}
+		if err != nil {
+			return Place{}, fmt.Errorf("statmount of mount %d: %w", st.Mnt_id, err)
+		}
+	} else {
+		// The table lists the mounts by the IDs of STATX_MNT_ID, which
+		// a kernel that has the unique ones gives only when asked alone.
+		if st.Mask&unix.STATX_MNT_ID == 0 {
+			if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st); err != nil {
+				return Place{}, fmt.Errorf("statx: %w", err)
+			}
+			if st.Mask&unix.STATX_MNT_ID == 0 {
+				return Place{}, ErrUnsupported
+			}
+		}
+		line, err := t.line(st.Mnt_id)
+		if err != nil {
+			return Place{}, err
+		}
+		dev, root, point = Field(line, 2), Unescape(Field(line, 3)), Unescape(Field(line, 4))
+	}
+	if strings.HasSuffix(root, "//deleted") || !strings.HasPrefix(root, "/") {
+		return Place{}, ErrNoPlace
+	}
+	path, err := os.Readlink("/proc/thread-self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return Place{}, err
+	}
+	if strings.HasSuffix(path, " (deleted)") || !strings.HasPrefix(path, "/") {
+		return Place{}, ErrNoPlace
+	}
+	rest, ok := below(path, point)
+	if !ok {
+		return Place{}, fmt.Errorf("%s is not below the point %s of the mount it is on", path, point)
+	}
+	return Place{Dev: dev, Path: filepath.Join(root, rest)}, nil
+}
+
+// noStatmount is set once statmount(2) is found missing (ENOSYS).
+var noStatmount atomic.Bool
+
+// byTableOnly, set by tests alone, has places told by the table.
+var byTableOnly bool
+
+// The fields of struct statmount (linux/mount.h) read here, by offset,
+// the strings after the fixed part; and the request mask.
+const (
+	smMask       = 8
+	smDevMajor   = 16
+	smDevMinor   = 20
+	smMntRoot    = 104
+	smMntPoint   = 108
+	smStrings    = 512
+	smSBBasic    = 0x01
+	smMntRootReq = 0x08
+	smMntPtReq   = 0x10
+	mntIDReqSize = 24 // MNT_ID_REQ_SIZE_VER0
+)
+
+// statmount returns the device ("MAJOR:MINOR" of its file system), root
+// and point of the mount whose unique ID is id, in the calling thread's
+// mount namespace.
+func statmount(id uint64) (dev, root, point string, err error) {
+	var req [mntIDReqSize]byte
+	binary.NativeEndian.PutUint32(req[0:], mntIDReqSize)
+	binary.NativeEndian.PutUint64(req[8:], id)
+	binary.NativeEndian.PutUint64(req[16:], smSBBasic|smMntRootReq|smMntPtReq)
+	for size := 4096; size <= 1<<24; size *= 4 {
+		buf := make([]byte, size)
+		_, _, errno := unix.Syscall6(unix.SYS_STATMOUNT, uintptr(unsafe.Pointer(&req[0])), uintptr(unsafe.Pointer(&buf[0])), uintptr(size), 0, 0, 0)
+		if errno == unix.EOVERFLOW {
+			continue
+		}
+		if errno != 0 {
+			return "", "", "", errno
+		}
+		mask := binary.NativeEndian.Uint64(buf[smMask:])
+		if mask&(smSBBasic|smMntRootReq|smMntPtReq) != smSBBasic|smMntRootReq|smMntPtReq {
+			return "", "", "", fmt.Errorf("statmount gave mask %#x", mask)
+		}
+		str := func(off int) (string, error) {
+			o := smStrings + int(binary.NativeEndian.Uint32(buf[off:]))
+			if o >= len(buf) {
+				return "", errors.New("statmount: a string beyond its buffer")
+			}
+			s, _, ok := strings.Cut(string(buf[o:]), "\x00")
+			if !ok {
+				return "", errors.New("statmount: a string without its end")
+			}
+			return s, nil
+		}
+		if root, err = str(smMntRoot); err == nil {
+			point, err = str(smMntPoint)
+		}
+		dev = strconv.FormatUint(uint64(binary.NativeEndian.Uint32(buf[smDevMajor:])), 10) + ":" +
+			strconv.FormatUint(uint64(binary.NativeEndian.Uint32(buf[smDevMinor:])), 10)
+		return dev, root, point, err
+	}
+	return "", "", "", unix.EOVERFLOW
+}
+
+// line returns the table's line of the mount id, reading the table (again)
+// when it does not hold it.
+func (t *Table) line(id uint64) (string, error) {
+	if l, ok := t.find(id); ok {
+		return l, nil
+	}
+	fresh, err := Read()
+	if err != nil {
+		return "", err
+	}
+	if t != nil {
+		*t = *fresh
+	}
+	if l, ok := fresh.find(id); ok {
+		return l, nil
+	}
+	return "", fmt.Errorf("mount %d is not in the table of mounts", id)
+}
+
+func (t *Table) find(id uint64) (string, bool) {
 	if t == nil {
 		return "", false
 	}

@@ -1,6 +1,8 @@
 package mountinfo_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,21 +13,68 @@ import (
 	"github.com/cordon-run/cordon/internal/testenv"
 )
 
+// ofBoth returns the place of path told by statmount(2) and by the table
+// of mounts, failing the test unless both tell the same.
+func ofBoth(t *testing.T, path string) mountinfo.Place {
+	t.Helper()
+	a, errA := mountinfo.Of(path)
+	b, errB := mountinfo.ByTable(path)
+	if errA != nil || errB != nil || a != b {
+		t.Errorf("Of(%q) = %+v, %v; by the table %+v, %v: want one place", path, a, errA, b, errB)
+	}
+	return a
+}
+
 func TestAPlaceIsWhereADirectoryLiesInItsFileSystem(t *testing.T) {
 	dir := t.TempDir()
-	a, ok := mountinfo.Of(dir)
-	if !ok {
-		t.Fatalf("Of(%s): no place", dir)
-	}
+	a := ofBoth(t, dir)
 	if a.Dev == "" || a.Path == "" || a.Path[0] != '/' {
 		t.Fatalf("Of(%s) = %+v", dir, a)
 	}
-	root, ok := mountinfo.Of("/")
-	if !ok || root.Path != "/" {
-		t.Fatalf("Of(/) = %+v, %v; want the root of its file system", root, ok)
+	if root := ofBoth(t, "/"); root.Path != "/" {
+		t.Fatalf("Of(/) = %+v; want the root of its file system", root)
 	}
-	if _, ok := mountinfo.Of(dir + "/missing"); ok {
-		t.Errorf("Of a path that leads nowhere has a place")
+	if _, err := mountinfo.Of(dir + "/missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Of a path that leads nowhere: %v, want ErrNotExist", err)
+	}
+	if p, ok := mountinfo.Parse(a.String()); !ok || p != a {
+		t.Errorf("Parse(%q) = %+v, %v", a.String(), p, ok)
+	}
+}
+
+// TestAPlaceIsOfTheDirectoryHeld: the place of an open directory is where
+// that directory lies, whatever its path leads to since.
+func TestAPlaceIsOfTheDirectoryHeld(t *testing.T) {
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(top, "d")
+	if err := os.MkdirAll(filepath.Join(dir, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(filepath.Join(dir, "x"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	before := ofBoth(t, filepath.Join(dir, "x"))
+	if err := os.Rename(dir, filepath.Join(top, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), dir); err != nil {
+		t.Fatal(err)
+	}
+	var tb *mountinfo.Table
+	got, err := tb.OfFD(fd)
+	want := before
+	want.Path = filepath.Join(filepath.Dir(before.Path), "..", "moved", "x")
+	want.Path = filepath.Clean(want.Path)
+	if err != nil || got != want {
+		t.Errorf("OfFD of the directory moved = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := mountinfo.Of(filepath.Join(dir, "x")); err == nil {
+		t.Errorf("Of a path through a symbolic link at its end's parent told a place")
 	}
 }
 
@@ -46,10 +95,9 @@ func TestABindMountLiesWhereItsDirectoryLies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var before *mountinfo.Table
 	testenv.WithBind(t, top, top, func() { // a mount namespace of this thread; dir is not bound yet
-		var err error
-		if before, err = mountinfo.Read(); err != nil { // a table read before the mount
+		before, err := mountinfo.Read() // a table read before the mount
+		if err != nil {
 			t.Error(err)
 			return
 		}
@@ -58,14 +106,14 @@ func TestABindMountLiesWhereItsDirectoryLies(t *testing.T) {
 			return
 		}
 		for _, c := range [][2]string{{dir, alias}, {inner, filepath.Join(alias, "sub\tx")}} {
-			a, okA := mountinfo.Of(c[0])
-			b, okB := before.Of(c[1])
-			if !okA || !okB || a != b {
-				t.Errorf("Of(%q) = %+v %v, Of(%q) = %+v %v: want one place", c[0], a, okA, c[1], b, okB)
+			a := ofBoth(t, c[0])
+			b, err := before.Of(c[1])
+			if err != nil || a != b || a != ofBoth(t, c[1]) {
+				t.Errorf("Of(%q) = %+v; Of(%q) by a table read before its mount = %+v, %v: want one place", c[0], a, c[1], b, err)
 			}
 		}
-		outer, _ := mountinfo.Of(top)
-		if in, _ := mountinfo.Of(filepath.Join(alias, "sub\tx")); !in.Within(outer) {
+		outer := ofBoth(t, top)
+		if in := ofBoth(t, filepath.Join(alias, "sub\tx")); !in.Within(outer) {
 			t.Errorf("Of(alias/sub) = %+v, not within Of(%s) = %+v", in, top, outer)
 		}
 	})

@@ -2,14 +2,25 @@
 
 package mountinfo
 
+import "errors"
+
 // A Table is Linux's table of mounts; elsewhere it holds nothing.
 type Table struct{}
 
 // Read returns an empty table: places are Linux's.
 func Read() (*Table, error) { return &Table{}, nil }
 
-// Of is not told on this system: a place is Linux's.
-func Of(path string) (Place, bool) { return Place{}, false }
+// ErrUnsupported: places are Linux's.
+var ErrUnsupported = errors.New("the kernel does not tell a file's mount")
+
+// ErrNoPlace: the directory has no place in its file system.
+var ErrNoPlace = errors.New("the directory has no place in its file system")
 
 // Of is not told on this system.
-func (t *Table) Of(path string) (Place, bool) { return Place{}, false }
+func Of(path string) (Place, error) { return Place{}, ErrUnsupported }
+
+// Of is not told on this system.
+func (t *Table) Of(path string) (Place, error) { return Place{}, ErrUnsupported }
+
+// OfFD is not told on this system.
+func (t *Table) OfFD(fd int) (Place, error) { return Place{}, ErrUnsupported }

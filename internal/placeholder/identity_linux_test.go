@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,7 +32,7 @@ func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
 		if a, b := placeholder.Key(alias), placeholder.Key(ws); a != b {
 			t.Errorf("Key(%s) = %s, Key(%s) = %s: two names for one workspace", alias, a, ws, b)
 		}
-		p, err := placeholder.Present(state, alias)
+		p, err := placeholder.Present(state, alias, -1)
 		if err != nil {
 			t.Error(err)
 			return
@@ -49,7 +51,7 @@ func TestAPathToTheSameWorkspaceIsTheSameWorkspace(t *testing.T) {
 		if kept, all, err := s.OthersKept(nil); err != nil || len(kept) != 1 || len(all) != 1 || string(kept[0]) != `{"Q":"tool"}` {
 			t.Errorf("a run of %s beside a presence of %s (the same directory): OthersKept = %q, %q, %v; want the presence's set", ws, alias, kept, all, err)
 		}
-		g, err := placeholder.Watch(state, alias)
+		g, err := placeholder.Watch(state, alias, -1)
 		if err != nil || g == nil {
 			t.Errorf("Watch = %v, %v", g, err)
 			return
@@ -103,7 +105,7 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 			if err == nil {
 				second.End()
 			}
-			g, err := placeholder.Watch(state, c.second)
+			g, err := placeholder.Watch(state, c.second, -1)
 			if err != nil {
 				t.Error(err)
 				return
@@ -116,7 +118,7 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 			}
 			s.End()
 
-			p, err := placeholder.Present(state, c.first)
+			p, err := placeholder.Present(state, c.first, -1)
 			if err != nil {
 				t.Error(err)
 				return
@@ -144,6 +146,134 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 		b.End()
 		if got, err := placeholder.Running(state, same); got != ws || err != nil {
 			t.Errorf("Running(%s) beside a run of %s (one directory) = %q, %v", same, ws, got, err)
+		}
+	})
+}
+
+// deepen makes a chain of directories of about n bytes of path in dir, as
+// a run's command could, and returns the last one, open.
+func deepen(t *testing.T, dir string, n int) int {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 250)
+	for l := 0; l < n; l += len(name) + 1 {
+		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	return fd
+}
+
+// TestANestedBindMountMovedDeepIsStillNested: the source of a bind mount
+// of ws/sub, moved by a run of ws to the end of a chain of directories a
+// mebibyte long, made the mount's line in the table of mounts longer than
+// the table's reader read: its place could not be told, and that was
+// taken for "apart" — a run and a file tool's change of the alias went on
+// beside the run of ws. A place is told by statmount(2) (or the table,
+// read whole), and one that cannot be told fails the look.
+func TestANestedBindMountMovedDeepIsStillNested(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	sub, alias := filepath.Join(ws, "sub"), filepath.Join(top, "alias")
+	for _, d := range []string{sub, alias} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WithBind(t, sub, alias, func() {
+		a, err := placeholder.Begin(state, ws)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer a.End()
+		deep := deepen(t, ws, 1<<20+4096) // the run's command, inside ws
+		defer unix.Close(deep)
+		wsfd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(wsfd)
+		if err := unix.Renameat(wsfd, "sub", deep, "sub"); err != nil {
+			t.Error(err)
+			return
+		}
+		b, err := placeholder.Begin(state, alias)
+		if !errors.Is(err, placeholder.ErrNested) {
+			t.Errorf("a run of %s (a bind mount of a directory deep inside %s) beside a run of %s: %v, want ErrNested", alias, ws, ws, err)
+		}
+		if err == nil {
+			b.End()
+		}
+		g, err := placeholder.Watch(state, alias, -1)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, _, err = g.Kept(nil)
+		g.Release()
+		if !errors.Is(err, placeholder.ErrNested) {
+			t.Errorf("a file tool's change of %s beside a run of %s: %v, want ErrNested", alias, ws, err)
+		}
+	})
+}
+
+// TestAPlaceIsOfTheDirectoryLocked: a run's place was told from its path,
+// looked up again after the run had opened and locked its directory; a
+// command of an enclosing run that swapped a directory on the way for a
+// symbolic link meanwhile moved it elsewhere ("apart"), and the nested
+// run started. The place is told from the directory locked.
+func TestAPlaceIsOfTheDirectoryLocked(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	sub, alias := filepath.Join(ws, "sub"), filepath.Join(top, "alias")
+	for _, d := range []string{filepath.Join(sub, "x", "deeper"), alias, filepath.Join(top, "outside", "deeper")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WithBind(t, sub, alias, func() {
+		a, err := placeholder.Begin(state, ws)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer a.End()
+		hold, err := os.Open(top)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		unix.Flock(int(hold.Fd()), unix.LOCK_EX) // holds the look above the workspace a while
+		swapped := make(chan error, 1)
+		go func() { // the command of the run of ws
+			time.Sleep(300 * time.Millisecond)
+			err := os.Rename(filepath.Join(sub, "x"), filepath.Join(sub, "x.real"))
+			if err == nil {
+				err = os.Symlink(filepath.Join(top, "outside"), filepath.Join(sub, "x"))
+			}
+			hold.Close()
+			swapped <- err
+		}()
+		b, err := placeholder.Begin(state, filepath.Join(alias, "x", "deeper"))
+		if serr := <-swapped; serr != nil {
+			t.Error(serr)
+		}
+		if !errors.Is(err, placeholder.ErrNested) {
+			t.Errorf("a run of alias/x/deeper (opened as ws/sub/x/deeper) beside a run of ws: %v, want ErrNested", err)
+		}
+		if err == nil {
+			b.End()
 		}
 	})
 }

@@ -91,8 +91,9 @@ type Session struct {
 	manifest *os.File
 	kept     string // this run's kept file ([Session.Keep]), or ""
 
-	workspace string // the workspace, as recorded
-	activeDir string // the registry of the runs going on
+	workspace string           // the workspace, as recorded
+	place     *mountinfo.Place // and its place, or nil
+	activeDir string           // the registry of the runs going on
 
 	mu       sync.Mutex
 	created  []Entry
@@ -156,9 +157,17 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 		return nil, fmt.Errorf("cannot open %s for the run lock: %w", workspace, err)
 	}
 	s := &Session{lock: os.NewFile(uintptr(fd), workspace), dir: dir, reuse: reuse, workspace: workspace, activeDir: active}
+	// Its place, told from the directory locked, is in its record: a run
+	// of a directory it lies in, or that lies in it, finds it there by
+	// whichever path either was reached.
+	var lay layout
+	if s.place, err = lay.ofFD(fd); err != nil {
+		s.release()
+		return nil, fmt.Errorf("cannot tell where %s lies: %w", workspace, err)
+	}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
-	if s.active, s.recordAt, err = record(active, workspace, id); err != nil {
+	if s.active, s.recordAt, err = record(active, recordText(workspace, s.place), id); err != nil {
 		s.release()
 		return nil, fmt.Errorf("cannot record the run in %s: %w", active, err)
 	}
@@ -180,25 +189,33 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 		s.release()
 		return nil, fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
 	}
-	var lay layout
 	var walkErr error
-	for _, ws := range liveRecords(active, names, runPrefix, s.recordAt, true, &walkErr) {
-		switch lay.of(ws, workspace) {
-		case inside:
+	for _, e := range liveRecords(active, names, runPrefix, s.recordAt, true, &walkErr) {
+		r, err := lay.of(e, workspace, s.place)
+		switch {
+		case err != nil:
 			s.release()
-			return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, ws)
-		case around:
+			return nil, err
+		case r == inside:
 			s.release()
-			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, ws)
+			return nil, fmt.Errorf("%w: a run of the nested workspace %s is going on", ErrNested, e.ws)
+		case r == around:
+			s.release()
+			return nil, fmt.Errorf("%w: a run of the enclosing workspace %s is going on", ErrNested, e.ws)
 		}
 	}
 	// And the presences around and inside it: a file tool's change of a
 	// workspace kept open records its presence before it looks at the
 	// runs.
-	for _, ws := range liveRecords(active, names, presencePrefix, "", false, &walkErr) {
-		if r := lay.of(ws, workspace); r == inside || r == around {
+	for _, e := range liveRecords(active, names, presencePrefix, "", false, &walkErr) {
+		r, err := lay.of(e, workspace, s.place)
+		if err != nil {
 			s.release()
-			return nil, fmt.Errorf("%w: a file tool's change of the workspace %s is going on", ErrNested, ws)
+			return nil, err
+		}
+		if r == inside || r == around {
+			s.release()
+			return nil, fmt.Errorf("%w: a file tool's change of the workspace %s is going on", ErrNested, e.ws)
 		}
 	}
 	if walkErr != nil {
@@ -220,26 +237,43 @@ const (
 // against each other: by their paths, and where the paths say they are
 // apart, by their places ([mountinfo.Place]) — a bind mount of a
 // workspace, or of a directory inside it, lies inside it there, where no
-// path of this mount namespace leads from one to the other. Places are
-// looked up only then, once each for the look: a run among runs of its
-// own path alone reads no table of mounts. A path that leads nowhere now
-// (unmounted, renamed) is judged by its path alone.
+// path of this mount namespace leads from one to the other. A record
+// holds the place its workspace had when it was recorded, told from the
+// directory it holds (not the path: a directory on the way swapped for a
+// symbolic link does not move it); and the place its path leads to now
+// is looked up too (a bind mount made since). A path that leads nowhere
+// now (unmounted, renamed) has no place now; a place that cannot be told
+// otherwise is an error: the look fails closed.
 type layout struct {
-	table  mountinfo.Table             // read at the first place looked up
+	table  mountinfo.Table             // read at the first place looked up, where the kernel has no statmount
 	places map[string]*mountinfo.Place // nil: no place
 }
 
-// of returns how ws lies against workspace.
-func (l *layout) of(ws, workspace string) int {
+// of returns how the workspace of the record e lies against workspace,
+// whose place is self (nil: none).
+func (l *layout) of(e entry, workspace string, self *mountinfo.Place) (int, error) {
 	switch {
-	case ws == workspace:
-		return same
-	case within(ws, workspace):
-		return inside
-	case within(workspace, ws):
-		return around
+	case e.ws == workspace:
+		return same, nil
+	case within(e.ws, workspace):
+		return inside, nil
+	case within(workspace, e.ws):
+		return around, nil
+	case self == nil:
+		return apart, nil
 	}
-	a, b := l.place(ws), l.place(workspace)
+	if r := placed(e.place, self); r != apart {
+		return r, nil
+	}
+	now, err := l.place(e.ws)
+	if err != nil {
+		return apart, err
+	}
+	return placed(now, self), nil
+}
+
+// placed returns how the place a lies against the place b.
+func placed(a, b *mountinfo.Place) int {
 	switch {
 	case a == nil || b == nil:
 		return apart
@@ -253,19 +287,84 @@ func (l *layout) of(ws, workspace string) int {
 	return apart
 }
 
-func (l *layout) place(ws string) *mountinfo.Place {
+// place returns the place the path ws leads to now, or nil.
+func (l *layout) place(ws string) (*mountinfo.Place, error) {
 	if p, ok := l.places[ws]; ok {
-		return p
+		return p, nil
+	}
+	p, err := l.table.Of(ws)
+	out, err := placeOrNone(p, err, true)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell where %s lies: %w", ws, err)
 	}
 	if l.places == nil {
 		l.places = map[string]*mountinfo.Place{}
 	}
-	var out *mountinfo.Place
-	if p, ok := l.table.Of(ws); ok {
-		out = &p
-	}
 	l.places[ws] = out
-	return out
+	return out, nil
+}
+
+// ofFD returns the place of the directory open as fd, or nil.
+func (l *layout) ofFD(fd int) (*mountinfo.Place, error) {
+	p, err := l.table.OfFD(fd)
+	return placeOrNone(p, err, false)
+}
+
+// placeOrNone is what [mountinfo] told of a directory: its place, none
+// (nil: a kernel that cannot tell, a directory deleted; with byPath, a
+// path that leads to no directory now), or an error.
+func placeOrNone(p mountinfo.Place, err error, byPath bool) (*mountinfo.Place, error) {
+	switch {
+	case err == nil:
+		return &p, nil
+	case errors.Is(err, mountinfo.ErrUnsupported), errors.Is(err, mountinfo.ErrNoPlace):
+		return nil, nil
+	case byPath && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)):
+		return nil, nil
+	}
+	return nil, err
+}
+
+// An entry is a record of the registry of runs: the workspace, by its
+// path, and its place when it was recorded (nil: not told).
+type entry struct {
+	ws    string
+	place *mountinfo.Place
+}
+
+// recordText is what a record of a run or a presence of workspace holds
+// first: its path, and its place after a NUL and an "@" (a run notes its
+// processes after more NULs: [Session.Note]).
+func recordText(workspace string, place *mountinfo.Place) string {
+	if place == nil || len(place.Path) > maxPlace {
+		return workspace
+	}
+	return workspace + "\x00@" + place.String()
+}
+
+// maxPlace bounds the place a record holds: a longer one (a workspace
+// whose directories above it in its file system are no path of this
+// system) is left out, and the record read by the place its path leads to
+// now — it would not fit the bound a record is read to (maxRecord).
+const maxPlace = 4096
+
+// parseRecord reads a record: its entry and the processes noted.
+func parseRecord(data []byte) (entry, []string) {
+	fields := strings.Split(string(data), "\x00")
+	e := entry{ws: fields[0]}
+	var procs []string
+	for _, f := range fields[1:] {
+		if at, ok := strings.CutPrefix(f, "@"); ok {
+			if p, ok := mountinfo.Parse(at); ok && e.place == nil {
+				e.place = &p
+			}
+			continue
+		}
+		if f != "" {
+			procs = append(procs, f)
+		}
+	}
+	return e, procs
 }
 
 // Key names the directory of a workspace's runs in the state directory:
@@ -402,34 +501,34 @@ const maxKept = 8 << 20
 // maxSpares bounds the spare records a registry of runs keeps.
 const maxSpares = 8
 
-// record adds a record of a run of workspace to the registry dir and
-// returns it, held locked for as long as the run lasts. It is locked
+// record adds a record of a run, holding text ([recordText]), to the
+// registry dir and returns it, held locked for as long as the run lasts. It is locked
 // before it takes its name, so that no one sees it unlocked: a spare
 // record (s-*) that a run ended left, or else a new file made under a
 // temporary name. On a journaling file system making a file costs several
 // times renaming one (ext4 on a virtual disk: ~80–300 µs against ~17 µs).
-func record(dir, workspace, name string) (*os.File, string, error) {
+func record(dir, text, name string) (*os.File, string, error) {
 	path := filepath.Join(dir, "r-"+name)
-	if f := takeSpare(dir, path, workspace); f != nil {
+	if f := takeSpare(dir, path, text); f != nil {
 		return f, path, nil
 	}
-	f, err := lockedRecord(filepath.Join(dir, ".t-"+name), path, workspace)
+	f, err := lockedRecord(filepath.Join(dir, ".t-"+name), path, text)
 	if err != nil {
 		return nil, "", err
 	}
 	return f, path, nil
 }
 
-// lockedRecord makes the record path of workspace, locked: made as tmp,
+// lockedRecord makes the record path holding text, locked: made as tmp,
 // locked and written, then renamed into place, so that no one sees it
 // unlocked (a record whose process died).
-func lockedRecord(tmp, path, workspace string) (*os.File, error) {
+func lockedRecord(tmp, path, text string) (*os.File, error) {
 	f, err := dirfd.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
-		if _, err = f.WriteString(workspace); err == nil {
+		if _, err = f.WriteString(text); err == nil {
 			err = os.Rename(tmp, path)
 		}
 	}
@@ -462,10 +561,10 @@ func namesWith(dir string, names []string, prefix string) []string {
 }
 
 // takeSpare makes a spare record of the registry dir the record path of
-// a run of workspace — locked, written over before it is renamed —
+// a run, holding text — locked, written over before it is renamed —
 // and returns it, or nil when there is none to take (at most maxTakes are
 // tried).
-func takeSpare(dir, path, workspace string) *os.File {
+func takeSpare(dir, path, text string) *os.File {
 	for i, p := range withPrefix(dir, "s-") {
 		if i == maxTakes {
 			break
@@ -482,10 +581,10 @@ func takeSpare(dir, path, workspace string) *os.File {
 			f.Close()
 			continue
 		}
-		// Written over, then cut to the workspace's length: a truncate to
+		// Written over, then cut to the text's length: a truncate to
 		// zero frees the file's block, which on ext4 mounted with discard
 		// waits for the device (~0.2 ms here, against ~5 µs).
-		if n, err := f.WriteString(workspace); err != nil || n != len(workspace) || f.Truncate(int64(n)) != nil ||
+		if n, err := f.WriteString(text); err != nil || n != len(text) || f.Truncate(int64(n)) != nil ||
 			renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, path) != nil {
 			f.Close()
 			continue
@@ -512,10 +611,18 @@ func Running(stateDir, workspace string) (string, error) {
 		return "", fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
 	}
 	var lay layout
+	self, err := lay.place(workspace)
+	if err != nil {
+		return "", err
+	}
 	var walkErr error
-	for _, ws := range liveRecords(active, names, runPrefix, "", true, &walkErr) {
-		if r := lay.of(ws, workspace); r == same || r == inside {
-			return ws, nil
+	for _, e := range liveRecords(active, names, runPrefix, "", true, &walkErr) {
+		r, err := lay.of(e, workspace, self)
+		if err != nil {
+			return "", err
+		}
+		if r == same || r == inside {
+			return e.ws, nil
 		}
 	}
 	return "", walkErr
@@ -538,8 +645,8 @@ const (
 // that cannot be opened, but for one gone meanwhile (its run ended), sets
 // *errp, if it is nil, and is skipped: the caller fails closed — a run it
 // did not read could be one it must not go on beside.
-func liveRecords(dir string, names []string, prefix, self string, sweep bool, errp *error) iter.Seq2[string, string] {
-	return func(yield func(id, workspace string) bool) {
+func liveRecords(dir string, names []string, prefix, self string, sweep bool, errp *error) iter.Seq2[string, entry] {
+	return func(yield func(id string, e entry) bool) {
 		for _, n := range names {
 			if !strings.HasPrefix(n, prefix) || n == filepath.Base(self) {
 				continue
@@ -565,8 +672,8 @@ func liveRecords(dir string, names []string, prefix, self string, sweep bool, er
 				if same && prefix == presencePrefix {
 					data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 					f.Close()
-					if ws := string(data); ws != "" {
-						os.Remove(filepath.Join(filepath.Dir(dir), Key(ws), presenceKept+id))
+					if e, _ := parseRecord(data); e.ws != "" {
+						os.Remove(filepath.Join(filepath.Dir(dir), Key(e.ws), presenceKept+id))
 					}
 					os.Remove(p)
 					continue
@@ -582,8 +689,8 @@ func liveRecords(dir string, names []string, prefix, self string, sweep bool, er
 			}
 			data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 			f.Close()
-			ws, _, _ := strings.Cut(string(data), "\x00")
-			if !yield(id, ws) {
+			e, _ := parseRecord(data)
+			if !yield(id, e) {
 				return
 			}
 		}
@@ -624,14 +731,8 @@ func abandon(path, id string, data []byte) {
 	if _, busy := sweeping.LoadOrStore(path, struct{}{}); busy {
 		return
 	}
-	a := Abandoned{ID: id}
-	if _, rest, ok := strings.Cut(string(data), "\x00"); ok {
-		for _, p := range strings.Split(rest, "\x00") {
-			if p != "" {
-				a.Processes = append(a.Processes, p)
-			}
-		}
-	}
+	_, procs := parseRecord(data)
+	a := Abandoned{ID: id, Processes: procs}
 	go func() {
 		defer sweeping.Delete(path)
 		(*sweep)(a)
@@ -646,8 +747,8 @@ func abandon(path, id string, data []byte) {
 func (s *Session) Note(processes ...string) error {
 	var b strings.Builder
 	for _, p := range processes {
-		if strings.IndexByte(p, 0) >= 0 {
-			return fmt.Errorf("placeholder: a NUL in %q", p)
+		if strings.IndexByte(p, 0) >= 0 || strings.HasPrefix(p, "@") {
+			return fmt.Errorf("placeholder: a NUL or a leading @ in %q", p)
 		}
 		b.WriteString("\x00" + p)
 	}
@@ -700,6 +801,7 @@ func trusting(dir string) (func(), error) {
 // Release it once those are read; the change itself need not hold it.
 type Guard struct {
 	dir, active, workspace string
+	root                   int // the workspace directory, or -1
 	release                func()
 }
 
@@ -708,8 +810,10 @@ type Guard struct {
 // be. Where stateDir does not exist, no run of it is going on, nor can one
 // have read the index before this change did while keeping its set after
 // (a command of a run going on is what could have changed the index in
-// between): the guard is nil, which guards nothing.
-func Watch(stateDir, workspace string) (*Guard, error) {
+// between): the guard is nil, which guards nothing. root is the workspace
+// directory, open, that the change is made in (-1: the path is opened),
+// whose place tells which workspaces it lies in ([layout]).
+func Watch(stateDir, workspace string, root int) (*Guard, error) {
 	key := Key(workspace)
 	if _, ok := ensured.Load(stateDir + "\x00" + key); !ok {
 		if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
@@ -724,7 +828,24 @@ func Watch(stateDir, workspace string) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{dir: dirs[0], active: dirs[2], workspace: workspace, release: release}, nil
+	return &Guard{dir: dirs[0], active: dirs[2], workspace: workspace, root: root, release: release}, nil
+}
+
+// placeOfRoot returns the place of the workspace directory root (-1: of
+// the directory at workspace, opened), or nil.
+func placeOfRoot(lay *layout, workspace string, root int) (*mountinfo.Place, error) {
+	var p mountinfo.Place
+	var err error
+	if root < 0 {
+		p, err = lay.table.Of(workspace)
+	} else {
+		p, err = lay.table.OfFD(root)
+	}
+	out, err := placeOrNone(p, err, false)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell where %s lies: %w", workspace, err)
+	}
+	return out, nil
 }
 
 // Kept returns what the runs of the guard's workspace going on now kept
@@ -745,17 +866,24 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 		return nil, nil, fmt.Errorf("cannot read the registry of runs %s: %w", g.active, err)
 	}
 	var lay layout
+	place, err := placeOfRoot(&lay, g.workspace, g.root)
+	if err != nil {
+		return nil, nil, err
+	}
 	var walkErr error
 	for _, r := range []struct{ prefix, self, kept, what string }{
 		{runPrefix, "", "known-", "a run"},
 		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
 	} {
-		for id, ws := range liveRecords(g.active, names, r.prefix, r.self, false, &walkErr) {
-			switch lay.of(ws, g.workspace) {
-			case around:
-				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, ws)
-			case inside:
-				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, ws)
+		for id, e := range liveRecords(g.active, names, r.prefix, r.self, false, &walkErr) {
+			rel, err := lay.of(e, g.workspace, place)
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case rel == around:
+				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, e.ws)
+			case rel == inside:
+				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, e.ws)
 			default:
 				// A set in this workspace's directory of runs is a run's
 				// or a presence's of this workspace, by whichever path
@@ -804,15 +932,22 @@ type Presence struct {
 // Present records a presence of workspace (absolute, canonical) in the
 // registry of runs of stateDir, making the directories if need be.
 // Record it before its guard looks at the runs ([Guard.Kept]): a run of a
-// nested workspace that starts from then on sees it.
-func Present(stateDir, workspace string) (*Presence, error) {
+// nested workspace that starts from then on sees it. root is the
+// workspace directory, open (-1: the path is opened), whose place the
+// record holds ([layout]).
+func Present(stateDir, workspace string, root int) (*Presence, error) {
+	var lay layout
+	place, err := placeOfRoot(&lay, workspace, root)
+	if err != nil {
+		return nil, err
+	}
 	dirs, err := ensureDirs(stateDir, Key(workspace))
 	if err != nil {
 		return nil, err
 	}
 	id := NewID()
 	path := filepath.Join(dirs[2], presencePrefix+id)
-	f, err := lockedRecord(filepath.Join(dirs[2], "."+presencePrefix+id), path, workspace)
+	f, err := lockedRecord(filepath.Join(dirs[2], "."+presencePrefix+id), path, recordText(workspace, place))
 	if err != nil {
 		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/mountinfo"
 	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/refusal"
 )
@@ -997,8 +998,8 @@ func TestSpareRecords(t *testing.T) {
 		t.Fatalf("the next run made records %q, left spares %q; want it to take the spare (inode %d)", runs, spares, spare)
 	}
 	data, err := os.ReadFile(runs[0])
-	if err != nil || string(data) != ws {
-		t.Fatalf("the taken record holds %q (%v), want only the workspace", data, err)
+	if want := recordOf(t, ws); err != nil || string(data) != want {
+		t.Fatalf("the taken record holds %q (%v), want only the workspace and its place, %q", data, err, want)
 	}
 	if f, err := os.Open(runs[0]); err == nil {
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
@@ -1038,13 +1039,13 @@ func TestSpareRecordsHammer(t *testing.T) {
 	const goroutines, rounds = 12, 25
 	top := layout(t)
 	state := filepath.Join(top, "state")
-	var workspaces []string
+	var workspaces, records []string
 	for g := range goroutines {
 		ws := filepath.Join(top, "outside", fmt.Sprintf("h%d", g))
 		if err := os.Mkdir(ws, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		workspaces = append(workspaces, ws)
+		workspaces, records = append(workspaces, ws), append(records, recordOf(t, ws))
 	}
 	var mu sync.Mutex
 	live := map[uint64]int{} // record inode -> goroutine holding it
@@ -1066,7 +1067,7 @@ func TestSpareRecordsHammer(t *testing.T) {
 			}
 			live[st.Ino] = g
 			mu.Unlock()
-			if data, err := os.ReadFile(rec); err != nil || string(data) != ws {
+			if data, err := os.ReadFile(rec); err != nil || string(data) != records[g] {
 				fail(fmt.Errorf("its record holds %q (%v)", data, err))
 			}
 		}
@@ -1304,7 +1305,7 @@ func TestTrustingIsOneAtATime(t *testing.T) {
 func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 	top := layout(t)
 	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	g, err := placeholder.Watch(state, ws)
+	g, err := placeholder.Watch(state, ws, -1)
 	if err != nil || g != nil {
 		t.Fatalf("Watch without a state directory = %v, %v; want nil, nil", g, err)
 	}
@@ -1333,7 +1334,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 	if err := ended.End(); err != nil {
 		t.Fatal(err)
 	}
-	if g, err = placeholder.Watch(state, ws); err != nil || g == nil {
+	if g, err = placeholder.Watch(state, ws, -1); err != nil || g == nil {
 		t.Fatalf("Watch = %v, %v", g, err)
 	}
 	if _, got, err := g.Kept(nil); err != nil || len(got) != 1 || string(got[0]) != `{"P":"a"}` {
@@ -1346,7 +1347,7 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{inner, top} {
-		other, err := placeholder.Watch(state, dir)
+		other, err := placeholder.Watch(state, dir, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1388,11 +1389,11 @@ func TestAGuardSeesTheRunsBesideIt(t *testing.T) {
 func TestAPresenceIsReadWithTheRuns(t *testing.T) {
 	top := layout(t)
 	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	p, err := placeholder.Present(state, ws)
+	p, err := placeholder.Present(state, ws, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := placeholder.Watch(state, ws)
+	g, err := placeholder.Watch(state, ws, -1)
 	if err != nil || g == nil {
 		t.Fatalf("Watch = %v, %v", g, err)
 	}
@@ -1432,7 +1433,7 @@ func TestAPresenceIsReadWithTheRuns(t *testing.T) {
 		t.Errorf("the presence left, and its record is still there: %q", got)
 	}
 	// A presence whose process died: its record unlocked.
-	dead, err := placeholder.Present(state, ws)
+	dead, err := placeholder.Present(state, ws, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1475,7 +1476,7 @@ func TestARenamedWorkspaceKeepsItsRunsSets(t *testing.T) {
 	if err := os.Rename(ws, moved); err != nil {
 		t.Fatal(err)
 	}
-	g, err := placeholder.Watch(state, moved)
+	g, err := placeholder.Watch(state, moved, -1)
 	if err != nil || g == nil {
 		t.Fatalf("Watch = %v, %v", g, err)
 	}
@@ -1529,7 +1530,7 @@ func TestARegistryThatCannotBeReadFailsClosed(t *testing.T) {
 	}
 	_, _, err := s.OthersKept(nil)
 	named("OthersKept", err)
-	g, err := placeholder.Watch(state, ws)
+	g, err := placeholder.Watch(state, ws, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1575,4 +1576,15 @@ func TestARegistryThatCannotBeReadFailsClosed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), known) {
 		t.Errorf("OthersKept beside a set that cannot be read: %v, want an error naming %s", err, known)
 	}
+}
+
+// recordOf is what the record of a run of ws holds first: its path, and
+// its place.
+func recordOf(t *testing.T, ws string) string {
+	t.Helper()
+	p, err := mountinfo.Of(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws + "\x00@" + p.String()
 }

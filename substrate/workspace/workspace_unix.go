@@ -118,7 +118,7 @@ func (w *Workspace) Protected() (_ *harness.Protected, err error) {
 		}
 	}
 	if dir != "" && finding && w.presence == nil {
-		if w.presence, err = placeholder.Present(dir, w.root); err != nil && reachable(dir) {
+		if w.presence, err = placeholder.Present(dir, w.root, w.fd); err != nil && reachable(dir) {
 			return nil, &harness.BesideError{Op: "lock", Err: err}
 		}
 	}
@@ -130,7 +130,7 @@ func (w *Workspace) Protected() (_ *harness.Protected, err error) {
 	}
 	var g *placeholder.Guard
 	if dir != "" {
-		if g, err = placeholder.Watch(dir, w.root); err != nil {
+		if g, err = placeholder.Watch(dir, w.root, w.fd); err != nil {
 			leave()
 			return nil, &harness.BesideError{Op: "lock", Err: err}
 		}
