@@ -147,6 +147,33 @@ func TestABindMountOfANestedDirectoryIsNested(t *testing.T) {
 		if got, err := placeholder.Running(state, same); got != ws || err != nil {
 			t.Errorf("Running(%s) beside a run of %s (one directory) = %q, %v", same, ws, got, err)
 		}
+		a.End()
+
+		// An older cordon's record holds the path alone: it is placed
+		// where its path leads now.
+		old := filepath.Join(state, "runs", "active", "r-00000000000000aa")
+		f, err := os.OpenFile(old, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer os.Remove(old)
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := f.WriteString(ws); err != nil {
+			t.Error(err)
+			return
+		}
+		b, err = placeholder.Begin(state, alias)
+		if !errors.Is(err, placeholder.ErrNested) {
+			t.Errorf("a run of %s beside an older cordon's run of %s: %v, want ErrNested", alias, ws, err)
+		}
+		if err == nil {
+			b.End()
+		}
 	})
 }
 

@@ -240,9 +240,10 @@ const (
 // path of this mount namespace leads from one to the other. A record
 // holds the place its workspace had when it was recorded, told from the
 // directory it holds (not the path: a directory on the way swapped for a
-// symbolic link does not move it); and the place its path leads to now
-// is looked up too (a bind mount made since). A path that leads nowhere
-// now (unmounted, renamed) has no place now; a place that cannot be told
+// symbolic link does not move it; no mount made since moves it either);
+// a record that holds none (an older cordon's, a place too long to keep)
+// is placed where its path leads now — one that leads nowhere now
+// (unmounted, renamed) has no place. A place that cannot be told
 // otherwise is an error: the look fails closed.
 type layout struct {
 	table  mountinfo.Table             // read at the first place looked up, where the kernel has no statmount
@@ -262,8 +263,8 @@ func (l *layout) of(e entry, workspace string, self *mountinfo.Place) (int, erro
 	case self == nil:
 		return apart, nil
 	}
-	if r := placed(e.place, self); r != apart {
-		return r, nil
+	if e.place != nil {
+		return placed(e.place, self), nil
 	}
 	now, err := l.place(e.ws)
 	if err != nil {
