@@ -81,7 +81,7 @@ var ErrNoPlace = errors.New("the directory has no place in its file system")
 func (t *Table) OfFD(fd int) (Place, error) {
 	var st unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID|unix.STATX_MNT_ID_UNIQUE, &st); err != nil {
-		return Place{}, fmt.Errorf("statx: %w", err)
+		return Place{}, fmt.Errorf("statx: %v", err)
 	}
 	var dev, root, point string
 	if st.Mask&unix.STATX_MNT_ID_UNIQUE != 0 && !noStatmount.Load() && !byTableOnly {
@@ -92,14 +92,14 @@ func (t *Table) OfFD(fd int) (Place, error) {
 			return t.OfFD(fd)
 		}
 		if err != nil {
-			return Place{}, fmt.Errorf("statmount of mount %d: %w", st.Mnt_id, err)
+			return Place{}, fmt.Errorf("statmount of mount %d: %v", st.Mnt_id, err)
 		}
 	} else {
 		// The table lists the mounts by the IDs of STATX_MNT_ID, which
 		// a kernel that has the unique ones gives only when asked alone.
 		if st.Mask&unix.STATX_MNT_ID == 0 {
 			if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st); err != nil {
-				return Place{}, fmt.Errorf("statx: %w", err)
+				return Place{}, fmt.Errorf("statx: %v", err)
 			}
 			if st.Mask&unix.STATX_MNT_ID == 0 {
 				return Place{}, ErrUnsupported
@@ -114,12 +114,28 @@ func (t *Table) OfFD(fd int) (Place, error) {
 	if strings.HasSuffix(root, "//deleted") || !strings.HasPrefix(root, "/") {
 		return Place{}, ErrNoPlace
 	}
+	// The errors of /proc's machinery are never "no such file" (%v):
+	// that would read as a path that leads nowhere.
 	path, err := os.Readlink("/proc/thread-self/fd/" + strconv.Itoa(fd))
 	if err != nil {
-		return Place{}, err
+		return Place{}, fmt.Errorf("cannot read the path of descriptor %d: %v", fd, err)
 	}
-	if strings.HasSuffix(path, " (deleted)") || !strings.HasPrefix(path, "/") {
-		return Place{}, ErrNoPlace
+	if !strings.HasPrefix(path, "/") {
+		return Place{}, fmt.Errorf("descriptor %d has no path from this root: %q", fd, path)
+	}
+	if strings.HasSuffix(path, " (deleted)") {
+		// A name may end so too: the directory is deleted only when it
+		// is unlinked; else the path must lead to the directory itself.
+		var held, named unix.Stat_t
+		if err := unix.Fstat(fd, &held); err != nil {
+			return Place{}, fmt.Errorf("fstat: %v", err)
+		}
+		if held.Nlink == 0 {
+			return Place{}, ErrNoPlace
+		}
+		if err := unix.Lstat(path, &named); err != nil || named.Dev != held.Dev || named.Ino != held.Ino {
+			return Place{}, fmt.Errorf("%s: cannot tell whether it is deleted", path)
+		}
 	}
 	rest, ok := below(path, point)
 	if !ok {
@@ -199,7 +215,7 @@ func (t *Table) line(id uint64) (string, error) {
 	}
 	fresh, err := Read()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("cannot read the table of mounts: %v", err)
 	}
 	if t != nil {
 		*t = *fresh

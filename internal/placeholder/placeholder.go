@@ -251,26 +251,33 @@ type layout struct {
 }
 
 // of returns how the workspace of the record e lies against workspace,
-// whose place is self (nil: none).
+// whose place is self (nil: none): nested (inside or around) when its
+// path or its place says so — one path can name two directories in two
+// mount namespaces — else the same when either says so, else apart.
 func (l *layout) of(e entry, workspace string, self *mountinfo.Place) (int, error) {
+	byPath := apart
 	switch {
 	case e.ws == workspace:
-		return same, nil
+		byPath = same
 	case within(e.ws, workspace):
-		return inside, nil
+		byPath = inside
 	case within(workspace, e.ws):
-		return around, nil
-	case self == nil:
-		return apart, nil
+		byPath = around
 	}
-	if e.place != nil {
-		return placed(e.place, self), nil
+	if byPath == inside || byPath == around || self == nil {
+		return byPath, nil
 	}
-	now, err := l.place(e.ws)
-	if err != nil {
-		return apart, err
+	place := e.place
+	if place == nil {
+		var err error
+		if place, err = l.place(e.ws); err != nil {
+			return apart, err
+		}
 	}
-	return placed(now, self), nil
+	if byPlace := placed(place, self); byPlace != apart {
+		return byPlace, nil
+	}
+	return byPath, nil
 }
 
 // placed returns how the place a lies against the place b.
@@ -337,17 +344,19 @@ type entry struct {
 // first: its path, and its place after a NUL and an "@" (a run notes its
 // processes after more NULs: [Session.Note]).
 func recordText(workspace string, place *mountinfo.Place) string {
-	if place == nil || len(place.Path) > maxPlace {
+	if place == nil || len(workspace)+len(place.Dev)+len(place.Path) > maxPlace {
 		return workspace
 	}
 	return workspace + "\x00@" + place.String()
 }
 
-// maxPlace bounds the place a record holds: a longer one (a workspace
-// whose directories above it in its file system are no path of this
-// system) is left out, and the record read by the place its path leads to
-// now — it would not fit the bound a record is read to (maxRecord).
-const maxPlace = 4096
+// maxPlace bounds the path and place a record holds: a longer place (a
+// workspace whose directories above it in its file system are no path of
+// this system, or a path near PATH_MAX) is left out, and the record read
+// by the place its path leads to now — with the processes a run notes
+// after it, it would not fit the bound a record is read to (maxRecord),
+// and a place cut there is another directory's.
+const maxPlace = maxRecord / 2
 
 // parseRecord reads a record: its entry and the processes noted.
 func parseRecord(data []byte) (entry, []string) {
@@ -691,6 +700,9 @@ func liveRecords(dir string, names []string, prefix, self string, sweep bool, er
 			data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 			f.Close()
 			e, _ := parseRecord(data)
+			if len(data) == maxRecord {
+				e.place = nil // perhaps cut: placed by its path
+			}
 			if !yield(id, e) {
 				return
 			}
