@@ -87,7 +87,10 @@ func (t *Table) OfFD(fd int) (Place, error) {
 	if st.Mask&unix.STATX_MNT_ID_UNIQUE != 0 && !noStatmount.Load() && !byTableOnly {
 		var err error
 		dev, root, point, err = statmount(st.Mnt_id)
-		if errors.Is(err, unix.ENOSYS) {
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+			// Missing, or refused by a seccomp filter (a container
+			// runtime's default one refuses calls it does not know so):
+			// the table, from now on.
 			noStatmount.Store(true)
 			return t.OfFD(fd)
 		}
@@ -144,7 +147,8 @@ func (t *Table) OfFD(fd int) (Place, error) {
 	return Place{Dev: dev, Path: filepath.Join(root, rest)}, nil
 }
 
-// noStatmount is set once statmount(2) is found missing (ENOSYS).
+// noStatmount is set once statmount(2) is found missing (ENOSYS) or
+// refused (EPERM).
 var noStatmount atomic.Bool
 
 // byTableOnly, set by tests alone, has places told by the table.

@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -117,4 +119,39 @@ func TestABindMountLiesWhereItsDirectoryLies(t *testing.T) {
 			t.Errorf("Of(alias/sub) = %+v, not within Of(%s) = %+v", in, top, outer)
 		}
 	})
+}
+
+// TestAPlaceWhereStatmountIsRefused: a seccomp filter that refuses the
+// calls it does not know with EPERM (a container runtime's default one)
+// refused statmount(2), and every run failed to tell its place. The table
+// of mounts tells it then. The filter is installed on a thread of the
+// test's own, which ends with it.
+func TestAPlaceWhereStatmountIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	want := ofBoth(t, dir)
+	defer mountinfo.UseStatmount()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the filter ends with the thread
+		prog := []unix.SockFilter{
+			{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // the call's number
+			{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: unix.SYS_STATMOUNT},
+			{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+			{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		if got, err := mountinfo.Of(dir); err != nil || got != want {
+			t.Errorf("Of(%s) with statmount refused = %+v, %v; want %+v", dir, got, err, want)
+		}
+	}()
+	<-done
 }
