@@ -191,7 +191,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	}
 	var walkErr error
 	for _, e := range liveRecords(active, names, runPrefix, s.recordAt, true, &walkErr) {
-		r, err := lay.of(e, workspace, s.place)
+		r, err := lay.of(e, workspace, placeIs(s.place))
 		switch {
 		case err != nil:
 			s.release()
@@ -208,7 +208,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	// workspace kept open records its presence before it looks at the
 	// runs.
 	for _, e := range liveRecords(active, names, presencePrefix, "", false, &walkErr) {
-		r, err := lay.of(e, workspace, s.place)
+		r, err := lay.of(e, workspace, placeIs(s.place))
 		if err != nil {
 			s.release()
 			return nil, err
@@ -251,10 +251,11 @@ type layout struct {
 }
 
 // of returns how the workspace of the record e lies against workspace,
-// whose place is self (nil: none): nested (inside or around) when its
-// path or its place says so — one path can name two directories in two
-// mount namespaces — else the same when either says so, else apart.
-func (l *layout) of(e entry, workspace string, self *mountinfo.Place) (int, error) {
+// whose place self tells (nil: none; asked only when the paths say
+// neither is inside the other): nested (inside or around) when its path
+// or its place says so — one path can name two directories in two mount
+// namespaces — else the same when either says so, else apart.
+func (l *layout) of(e entry, workspace string, selfPlace func() (*mountinfo.Place, error)) (int, error) {
 	byPath := apart
 	switch {
 	case e.ws == workspace:
@@ -264,8 +265,12 @@ func (l *layout) of(e entry, workspace string, self *mountinfo.Place) (int, erro
 	case within(workspace, e.ws):
 		byPath = around
 	}
-	if byPath == inside || byPath == around || self == nil {
+	if byPath == inside || byPath == around {
 		return byPath, nil
+	}
+	self, err := selfPlace()
+	if err != nil || self == nil {
+		return byPath, err
 	}
 	place := e.place
 	if place == nil {
@@ -278,6 +283,11 @@ func (l *layout) of(e entry, workspace string, self *mountinfo.Place) (int, erro
 		return byPlace, nil
 	}
 	return byPath, nil
+}
+
+// placeIs returns p, for [layout.of].
+func placeIs(p *mountinfo.Place) func() (*mountinfo.Place, error) {
+	return func() (*mountinfo.Place, error) { return p, nil }
 }
 
 // placed returns how the place a lies against the place b.
@@ -621,10 +631,7 @@ func Running(stateDir, workspace string) (string, error) {
 		return "", fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
 	}
 	var lay layout
-	self, err := lay.place(workspace)
-	if err != nil {
-		return "", err
-	}
+	self := sync.OnceValues(func() (*mountinfo.Place, error) { return lay.place(workspace) })
 	var walkErr error
 	for _, e := range liveRecords(active, names, runPrefix, "", true, &walkErr) {
 		r, err := lay.of(e, workspace, self)
@@ -879,10 +886,9 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 		return nil, nil, fmt.Errorf("cannot read the registry of runs %s: %w", g.active, err)
 	}
 	var lay layout
-	place, err := placeOfRoot(&lay, g.workspace, g.root)
-	if err != nil {
-		return nil, nil, err
-	}
+	// Told only when a record's path says neither: a change among runs
+	// of its own path looks up no place.
+	place := sync.OnceValues(func() (*mountinfo.Place, error) { return placeOfRoot(&lay, g.workspace, g.root) })
 	var walkErr error
 	for _, r := range []struct{ prefix, self, kept, what string }{
 		{runPrefix, "", "known-", "a run"},
