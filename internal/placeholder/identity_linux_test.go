@@ -208,21 +208,9 @@ func deepen(t *testing.T, dir string, n int) int {
 // beside the run of ws. A place is told by statmount(2) (or the table,
 // read whole), and one that cannot be told fails the look.
 func TestANestedBindMountMovedDeepIsStillNested(t *testing.T) {
-	top := layout(t)
-	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	sub, alias := filepath.Join(ws, "sub"), filepath.Join(top, "alias")
-	for _, d := range []string{sub, alias} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testenv.WithBind(t, sub, alias, func() {
-		a, err := placeholder.Begin(state, ws)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer a.End()
+	sc := newBindScene(t)
+	state, ws, alias := sc.state, sc.ws, sc.alias
+	sc.beside(t, ws, func() {
 		deep := deepen(t, ws, 1<<20+4096) // the run's command, inside ws
 		defer unix.Close(deep)
 		wsfd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -235,23 +223,7 @@ func TestANestedBindMountMovedDeepIsStillNested(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		b, err := placeholder.Begin(state, alias)
-		if !errors.Is(err, placeholder.ErrNested) {
-			t.Errorf("a run of %s (a bind mount of a directory deep inside %s) beside a run of %s: %v, want ErrNested", alias, ws, ws, err)
-		}
-		if err == nil {
-			b.End()
-		}
-		g, err := placeholder.Watch(state, alias, -1)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _, err = g.Kept(nil)
-		g.Release()
-		if !errors.Is(err, placeholder.ErrNested) {
-			t.Errorf("a file tool's change of %s beside a run of %s: %v, want ErrNested", alias, ws, err)
-		}
+		refusedBeside(t, state, alias, ws)
 	})
 }
 
@@ -261,21 +233,9 @@ func TestANestedBindMountMovedDeepIsStillNested(t *testing.T) {
 // symbolic link meanwhile moved it elsewhere ("apart"), and the nested
 // run started. The place is told from the directory locked.
 func TestAPlaceIsOfTheDirectoryLocked(t *testing.T) {
-	top := layout(t)
-	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	sub, alias := filepath.Join(ws, "sub"), filepath.Join(top, "alias")
-	for _, d := range []string{filepath.Join(sub, "x", "deeper"), alias, filepath.Join(top, "outside", "deeper")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testenv.WithBind(t, sub, alias, func() {
-		a, err := placeholder.Begin(state, ws)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer a.End()
+	sc := newBindScene(t, "ws/sub/x/deeper", "outside/deeper")
+	top, state, ws, sub, alias := sc.top, sc.state, sc.ws, sc.sub, sc.alias
+	sc.beside(t, ws, func() {
 		hold, err := os.Open(top)
 		if err != nil {
 			t.Error(err)
@@ -303,4 +263,67 @@ func TestAPlaceIsOfTheDirectoryLocked(t *testing.T) {
 			b.End()
 		}
 	})
+}
+
+// A bindScene is a workspace ws with a directory sub inside it, bound on
+// alias beside it (in a mount namespace of one thread: [testenv.WithBind]),
+// and the state directory of their runs.
+type bindScene struct{ top, state, ws, sub, alias string }
+
+// newBindScene makes the directories of a bindScene, and more (relative to
+// its top).
+func newBindScene(t *testing.T, more ...string) bindScene {
+	t.Helper()
+	top := layout(t)
+	ws := filepath.Join(top, "ws")
+	sc := bindScene{top: top, state: filepath.Join(top, "state"), ws: ws, sub: filepath.Join(ws, "sub"), alias: filepath.Join(top, "alias")}
+	dirs := []string{sc.sub, sc.alias}
+	for _, m := range more {
+		dirs = append(dirs, filepath.Join(top, m))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sc
+}
+
+// beside runs fn where sub is bound on alias, beside a run of the
+// workspace run, begun there and ended once fn returns (fn is not run if
+// it cannot begin).
+func (sc bindScene) beside(t *testing.T, run string, fn func()) {
+	t.Helper()
+	testenv.WithBind(t, sc.sub, sc.alias, func() {
+		a, err := placeholder.Begin(sc.state, run)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer a.End()
+		fn()
+	})
+}
+
+// refusedBeside checks that neither a run nor a file tool's change of dir
+// starts beside the run of beside: ErrNested.
+func refusedBeside(t *testing.T, state, dir, beside string) {
+	t.Helper()
+	b, err := placeholder.Begin(state, dir)
+	if !errors.Is(err, placeholder.ErrNested) {
+		t.Errorf("a run of %s beside a run of %s: %v, want ErrNested", dir, beside, err)
+	}
+	if err == nil {
+		b.End()
+	}
+	g, err := placeholder.Watch(state, dir, -1)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	_, _, err = g.Kept(nil)
+	g.Release()
+	if !errors.Is(err, placeholder.ErrNested) {
+		t.Errorf("a file tool's change of %s beside a run of %s: %v, want ErrNested", dir, beside, err)
+	}
 }

@@ -21,21 +21,9 @@ import (
 // in it, through a bind mount of a directory inside the running
 // workspace, started beside that run. Deleted is an unlinked directory.
 func TestADirectoryNamedDeletedHasItsPlace(t *testing.T) {
-	top := layout(t)
-	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	sub, alias := filepath.Join(ws, "sub"), filepath.Join(top, "alias")
-	for _, d := range []string{filepath.Join(sub, "proj"), alias} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testenv.WithBind(t, sub, alias, func() { // the host's bind mount of ws/sub (a devcontainer's, say)
-		a, err := placeholder.Begin(state, ws)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer a.End()
+	sc := newBindScene(t, "ws/sub/proj")
+	state, ws, sub, alias := sc.state, sc.ws, sc.sub, sc.alias
+	sc.beside(t, ws, func() { // the host's bind mount of ws/sub (a devcontainer's, say)
 		// The command of the run of ws, inside ws only.
 		if err := os.Rename(filepath.Join(sub, "proj"), filepath.Join(sub, "proj (deleted)")); err != nil {
 			t.Error(err)
@@ -54,23 +42,7 @@ func TestADirectoryNamedDeletedHasItsPlace(t *testing.T) {
 		if _, err := mountinfo.Of(canon); !errors.Is(err, mountinfo.ErrNoPlace) {
 			t.Logf("Of(%q) = %v", canon, err)
 		}
-		b, err := placeholder.Begin(state, canon)
-		if !errors.Is(err, placeholder.ErrNested) {
-			t.Errorf("a run of %s (= ws/sub/proj (deleted)) beside a run of ws: %v, want ErrNested", canon, err)
-		}
-		if err == nil {
-			b.End()
-		}
-		g, err := placeholder.Watch(state, canon, -1)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _, err = g.Kept(nil)
-		g.Release()
-		if !errors.Is(err, placeholder.ErrNested) {
-			t.Errorf("a file tool's change of %s beside a run of ws: %v, want ErrNested", canon, err)
-		}
+		refusedBeside(t, state, canon, ws)
 	})
 }
 
@@ -146,21 +118,9 @@ func TestARecordTooLongForItsPlaceIsPlacedByItsPath(t *testing.T) {
 // path that leads nowhere: Running's own place was none, and a run of a
 // bind mount of a directory inside the tree was not reported.
 func TestNoProcFailsTheLookClosed(t *testing.T) {
-	top := layout(t)
-	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
-	sub, alias := filepath.Join(ws, "sub"), filepath.Join(top, "alias")
-	for _, d := range []string{sub, alias} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testenv.WithBind(t, sub, alias, func() {
-		a, err := placeholder.Begin(state, alias)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer a.End()
+	sc := newBindScene(t)
+	state, ws, alias := sc.state, sc.ws, sc.alias
+	sc.beside(t, alias, func() {
 		if got, err := placeholder.Running(state, ws); got == "" || err != nil {
 			t.Errorf("with /proc: Running(ws) = %q, %v", got, err)
 		}
