@@ -522,11 +522,12 @@ const maxKept = 8 << 20
 const maxSpares = 8
 
 // record adds a record of a run, holding text ([recordText]), to the
-// registry dir and returns it, held locked for as long as the run lasts. It is locked
-// before it takes its name, so that no one sees it unlocked: a spare
-// record (s-*) that a run ended left, or else a new file made under a
-// temporary name. On a journaling file system making a file costs several
-// times renaming one (ext4 on a virtual disk: ~80–300 µs against ~17 µs).
+// registry dir and returns it, held locked for as long as the run lasts.
+// It is locked before it takes its name, so that no one sees it
+// unlocked: a spare record (s-*) that a run ended left, or else a new
+// file made under a temporary name. On a journaling file system making a
+// file costs several times renaming one (ext4 on a virtual disk: ~80–300
+// µs against ~17 µs).
 func record(dir, text, name string) (*os.File, string, error) {
 	path := filepath.Join(dir, "r-"+name)
 	if f := takeSpare(dir, path, text); f != nil {
