@@ -167,7 +167,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
-	if s.active, s.recordAt, err = record(active, recordText(workspace, s.place), id); err != nil {
+	if s.active, s.recordAt, err = record(active, recordText(workspace, s.place, heldBy(fd)), id); err != nil {
 		s.release()
 		return nil, fmt.Errorf("cannot record the run in %s: %w", active, err)
 	}
@@ -279,10 +279,31 @@ func (l *layout) of(e entry, workspace string, selfPlace func() (*mountinfo.Plac
 			return apart, err
 		}
 	}
-	if byPlace := placed(place, self); byPlace != apart {
+	byPlace := placed(place, self)
+	if byPlace != inside && byPlace != around && e.held.moved(e.ws) {
+		// Its path leads elsewhere now (the user renamed a directory
+		// above it): where the directory its process holds lies now.
+		if now := l.heldPlace(e.held); now != nil {
+			if r := placed(now, self); r != apart {
+				byPlace = r
+			}
+		}
+	}
+	if byPlace != apart {
 		return byPlace, nil
 	}
 	return byPath, nil
+}
+
+// heldPlace returns where the directory h holds lies now, or nil.
+func (l *layout) heldPlace(h holder) *mountinfo.Place {
+	fd := h.open()
+	if fd < 0 {
+		return nil
+	}
+	defer unix.Close(fd)
+	p, _ := l.ofFD(fd)
+	return p
 }
 
 // placeIs returns p, for [layout.of].
@@ -344,20 +365,71 @@ func placeOrNone(p mountinfo.Place, err error, byPath bool) (*mountinfo.Place, e
 }
 
 // An entry is a record of the registry of runs: the workspace, by its
-// path, and its place when it was recorded (nil: not told).
+// path, its place when it was recorded (nil: not told), and the
+// directory its process holds open (zero: not told).
 type entry struct {
 	ws    string
 	place *mountinfo.Place
+	held  holder
+}
+
+// A holder is a workspace directory a process holds open: the process,
+// the descriptor, and the directory's device and inode — for a later look
+// to find where the directory lies now, should the path it was recorded
+// by lead elsewhere (a directory above it renamed since).
+type holder struct {
+	pid, fd  int
+	dev, ino uint64
+}
+
+// heldBy returns the holder of the directory open as fd in this process
+// (zero where fd is -1 or cannot be looked at).
+func heldBy(fd int) holder {
+	var st unix.Stat_t
+	if fd < 0 || unix.Fstat(fd, &st) != nil {
+		return holder{}
+	}
+	return holder{pid: os.Getpid(), fd: fd, dev: uint64(st.Dev), ino: st.Ino}
+}
+
+func (h holder) String() string { return fmt.Sprintf("%d:%d:%d:%d", h.pid, h.fd, h.dev, h.ino) }
+
+// moved reports whether the path ws no longer leads to the directory h
+// holds. A holder not told has not moved.
+func (h holder) moved(ws string) bool {
+	var st unix.Stat_t
+	return h.pid > 0 && (unix.Lstat(ws, &st) != nil || uint64(st.Dev) != h.dev || st.Ino != h.ino)
+}
+
+// open opens the directory h holds, through its process's descriptor,
+// and checks it is that directory; -1 where it cannot (the process gone,
+// another user's, the descriptor closed or reused).
+func (h holder) open() int {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/%d", h.pid, h.fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || uint64(st.Dev) != h.dev || st.Ino != h.ino {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
 }
 
 // recordText is what a record of a run or a presence of workspace holds
-// first: its path, and its place after a NUL and an "@" (a run notes its
-// processes after more NULs: [Session.Note]).
-func recordText(workspace string, place *mountinfo.Place) string {
-	if place == nil || len(workspace)+len(place.Dev)+len(place.Path) > maxPlace {
-		return workspace
+// first: its path, its place after a NUL and an "@", and the directory
+// its process holds after a NUL and a "#" (a run notes its processes
+// after more NULs: [Session.Note]).
+func recordText(workspace string, place *mountinfo.Place, held holder) string {
+	text := workspace
+	if place != nil && len(workspace)+len(place.Dev)+len(place.Path) <= maxPlace {
+		text += "\x00@" + place.String()
 	}
-	return workspace + "\x00@" + place.String()
+	if held.pid > 0 {
+		text += "\x00#" + held.String()
+	}
+	return text
 }
 
 // maxPlace bounds the path and place a record holds: a longer place (a
@@ -377,6 +449,13 @@ func parseRecord(data []byte) (entry, []string) {
 		if at, ok := strings.CutPrefix(f, "@"); ok {
 			if p, ok := mountinfo.Parse(at); ok && e.place == nil {
 				e.place = &p
+			}
+			continue
+		}
+		if h, ok := strings.CutPrefix(f, "#"); ok {
+			var held holder
+			if n, err := fmt.Sscanf(h, "%d:%d:%d:%d", &held.pid, &held.fd, &held.dev, &held.ino); n == 4 && err == nil && e.held.pid == 0 {
+				e.held = held
 			}
 			continue
 		}
@@ -768,8 +847,8 @@ func abandon(path, id string, data []byte) {
 func (s *Session) Note(processes ...string) error {
 	var b strings.Builder
 	for _, p := range processes {
-		if strings.IndexByte(p, 0) >= 0 || strings.HasPrefix(p, "@") {
-			return fmt.Errorf("placeholder: a NUL or a leading @ in %q", p)
+		if strings.IndexByte(p, 0) >= 0 || strings.HasPrefix(p, "@") || strings.HasPrefix(p, "#") {
+			return fmt.Errorf("placeholder: a NUL or a leading @ or # in %q", p)
 		}
 		b.WriteString("\x00" + p)
 	}
@@ -967,7 +1046,7 @@ func Present(stateDir, workspace string, root int) (*Presence, error) {
 	}
 	id := NewID()
 	path := filepath.Join(dirs[2], presencePrefix+id)
-	f, err := lockedRecord(filepath.Join(dirs[2], "."+presencePrefix+id), path, recordText(workspace, place))
+	f, err := lockedRecord(filepath.Join(dirs[2], "."+presencePrefix+id), path, recordText(workspace, place, heldBy(root)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
 	}

@@ -160,3 +160,37 @@ func TestOnePathInTwoMountNamespacesIsTwoDirectories(t *testing.T) {
 		}
 	})
 }
+
+// TestARunMovedByTheUserIsFoundWhereItIs: a record kept the place its
+// workspace had when the run began; when the user renamed a directory
+// above it (`mv ~/p ~/q`) meanwhile, a run of the directory that now
+// encloses it started beside it, and Running did not report it. Where
+// the record's path no longer leads to the directory its process holds,
+// that directory is looked at through the process's descriptor.
+func TestARunMovedByTheUserIsFoundWhereItIs(t *testing.T) {
+	top := layout(t)
+	state := filepath.Join(top, "state")
+	ws := filepath.Join(top, "p", "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, err := placeholder.Begin(state, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.End()
+	q := filepath.Join(top, "q")
+	if err := os.Rename(filepath.Join(top, "p"), q); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := placeholder.Running(state, q); got != ws || err != nil {
+		t.Errorf("Running(%s) beside the run of %s (moved to q/ws) = %q, %v; want it", q, ws, got, err)
+	}
+	b, err := placeholder.Begin(state, q)
+	if !errors.Is(err, placeholder.ErrNested) {
+		t.Errorf("a run of %s beside a run of its q/ws (moved since): %v, want ErrNested", q, err)
+	}
+	if err == nil {
+		b.End()
+	}
+}
