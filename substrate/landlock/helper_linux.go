@@ -52,6 +52,11 @@ func init() {
 	}
 }
 
+// helperEnv is the helpers' own environment: none (the command's is in
+// their configuration), but for the race detector's options in a binary
+// built with it (race.go).
+var helperEnv = []string{}
+
 // config is what the helpers are told, as JSON on configFD.
 type config struct {
 	Workspace string   `json:"workspace"`
@@ -143,7 +148,7 @@ func supervise() int {
 		return fail(status, 125, "supervisor: %v", err)
 	}
 	confiner, err := os.StartProcess("/proc/self/exe", []string{confinerArg0}, &os.ProcAttr{
-		Dir: cfg.Workspace, Env: []string{},
+		Dir: cfg.Workspace, Env: helperEnv,
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, cfgR, errW},
 	})
 	if err != nil {

@@ -169,7 +169,7 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, []substrate.Mechanism,
 	}
 	defer statusR.Close()
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: []string{supervisorArg0}, Env: []string{}, Dir: ws,
+		Path: "/proc/self/exe", Args: []string{supervisorArg0}, Env: helperEnv, Dir: ws,
 		ExtraFiles: []*os.File{cfgR, statusW},
 		// Should cordon die, the supervisor ends the run as at a deadline:
 		// a SIGKILL would leave the tool's processes to init.
