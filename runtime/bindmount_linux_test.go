@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/bwrap"
+	"github.com/cordon-run/cordon/substrate/landlock"
 )
 
 // bindHelperEnv hands TestABindMountHelper its scene: the directory to
@@ -28,48 +29,69 @@ const bindHelperEnv = "CORDON_TEST_BIND_HELPER"
 // no path of the one leads through the other — each would keep what it
 // trusts under its own lock, and the enclosing run's command could change
 // the nested run's. The nested run is another cordon process, in a mount
-// namespace of its own (unshare -m) where the bind mount is made: the
-// host's mounts are never touched. Root alone (the mount namespace).
+// namespace of its own (unshare --mount) where the bind mount is made:
+// the host's mounts are never touched. An unprivileged user makes it in a
+// user namespace of its own too (--map-root-user), where the user is root
+// over that mount namespace alone.
 func TestNestedRunsThroughABindMountDoNotOverlap(t *testing.T) {
 	needBwrap(t)
-	if os.Geteuid() != 0 {
-		t.Skip("a bind mount in a mount namespace of its own needs root")
-	}
 	unshare, err := exec.LookPath("unshare")
 	testenv.Require(t, err == nil, "unshare (util-linux): %v", err)
 	b := base(t)
 	outer := workspace(t, b)
+	// The command writes below the top level: on Landlock nothing is made
+	// there.
 	inner, alias := filepath.Join(outer, "sub"), filepath.Join(b, "alias")
-	for _, d := range []string{inner, alias} {
+	for _, d := range []string{inner, filepath.Join(inner, "d"), alias} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	marker := filepath.Join(inner, "nested-ran")
-	nested := func() string {
-		t.Helper()
-		cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0], "-test.run", "^TestABindMountHelper$", "-test.v")
-		cmd.Env = append(os.Environ(), bindHelperEnv+"="+strings.Join([]string{inner, alias, testHarness.StateDir(), testHarness.CacheDir()}, "\n"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("the nested run's process: %v\n%s", err, out)
-		}
-		return string(out)
+	// The nested run on each substrate that uses the registry of runs:
+	// bwrap and Landlock. In a user namespace of its own (unprivileged),
+	// bwrap belongs to no user it knows, and cordon does not run it.
+	subs := []string{bwrap.Name, landlock.Name}
+	if os.Geteuid() != 0 {
+		subs = subs[1:]
 	}
-	var out string
-	during(t, newPolicy(outer), "", func() { out = nested() })
-	if !strings.Contains(out, "refused: ") || !strings.Contains(out, "enclosing workspace "+outer) {
-		t.Errorf("a run of %s (a bind mount of %s) while a run of %s goes on: %s; want a refusal naming the enclosing run", alias, inner, outer, out)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Errorf("the nested run's command ran")
-	}
-	// Once the enclosing run has ended, it starts.
-	if out := nested(); !strings.Contains(out, "ran: exit 0") {
-		t.Errorf("the run of %s alone: %s", alias, out)
-	}
-	if _, err := os.Stat(marker); err != nil {
-		t.Errorf("the run of %s alone did not run: %v", alias, err)
+	for _, sub := range subs {
+		t.Run(sub, func(t *testing.T) {
+			if sub == landlock.Name {
+				err := landlock.Available()
+				testenv.Require(t, err == nil, "Landlock ABI %d: %v", landlock.RequiredABI, err)
+			}
+			marker := filepath.Join(inner, "d", "nested-ran")
+			os.Remove(marker)
+			nested := func() string {
+				t.Helper()
+				args := []string{"--mount", "--propagation", "private"}
+				if os.Geteuid() != 0 {
+					args = append([]string{"--user", "--map-root-user"}, args...)
+				}
+				cmd := exec.Command(unshare, append(args, os.Args[0], "-test.run", "^TestABindMountHelper$", "-test.v")...)
+				cmd.Env = append(os.Environ(), bindHelperEnv+"="+strings.Join([]string{inner, alias, testHarness.StateDir(), testHarness.CacheDir(), sub}, "\n"))
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("the nested run's process: %v\n%s", err, out)
+				}
+				return string(out)
+			}
+			var out string
+			during(t, newPolicy(outer), "", func() { out = nested() })
+			if !strings.Contains(out, "refused: ") || !strings.Contains(out, "enclosing workspace "+outer) {
+				t.Errorf("a run of %s (a bind mount of %s) while a run of %s goes on: %s; want a refusal naming the enclosing run", alias, inner, outer, out)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the nested run's command ran")
+			}
+			// Once the enclosing run has ended, it starts.
+			if out := nested(); !strings.Contains(out, "ran: exit 0") {
+				t.Errorf("the run of %s alone: %s", alias, out)
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Errorf("the run of %s alone did not run: %v", alias, err)
+			}
+		})
 	}
 }
 
@@ -86,7 +108,7 @@ func TestABindMountHelper(t *testing.T) {
 		t.Fatalf("bind mount (in this process's own mount namespace): %v", err)
 	}
 	h := harness.Default().WithStateDir(f[2]).WithCacheDir(f[3])
-	res, err := runSpec(context.Background(), Spec{Command: []string{"touch", filepath.Join(alias, "nested-ran")}, Policy: bwrap.NewPolicy(alias, h), Timeout: 30 * time.Second})
+	res, err := runSpec(context.Background(), Spec{Command: []string{"touch", filepath.Join(alias, "d", "nested-ran")}, Policy: bwrap.NewPolicy(alias, h), Timeout: 30 * time.Second, Substrate: f[4]})
 	if err != nil {
 		fmt.Printf("refused: %v\n", err)
 		return
