@@ -266,12 +266,14 @@ type Beside interface {
 // A BesideError is a failure of [Beside] in [Config.ProtectBeside]: the
 // run cannot be set up, which is no refusal of its workspace.
 type BesideError struct {
-	Op  string // "lock", "look" or "keep"
+	Op  string // "present", "lock", "look" or "keep"
 	Err error
 }
 
 func (e *BesideError) Error() string {
 	switch e.Op {
+	case "present":
+		return "cannot enter the change in the registry of runs: " + e.Err.Error()
 	case "lock":
 		return "cannot take the workspace's trust lock: " + e.Err.Error()
 	case "look":

@@ -296,8 +296,7 @@ func TestAToolsQuarantineIsNotSkippedBesideANestedRun(t *testing.T) {
 	b := base(t)
 	ws := workspace(t, b)
 	gitRepo(t, ws)
-	inner := filepath.Join(ws, "sub")
-	os.Mkdir(inner, 0o755)
+	inner := subdir(t, ws)
 	marker := filepath.Join(b, "pwned")
 
 	// What the tool will write: a repository, and ws's index naming it.
@@ -617,8 +616,7 @@ func TestAPresenceGoesWithASetNotFound(t *testing.T) {
 	needBwrap(t)
 	b := base(t)
 	ws := workspace(t, b)
-	inner := filepath.Join(ws, "sub")
-	os.Mkdir(inner, 0o755)
+	inner := subdir(t, ws)
 	os.Mkdir(filepath.Join(b, "elsewhere"), 0o755)
 	if err := os.Symlink(filepath.Join(b, "elsewhere"), filepath.Join(ws, ".vscode")); err != nil {
 		t.Fatal(err)

@@ -115,6 +115,17 @@ func workspace(t testing.TB, base string) string {
 	return ws
 }
 
+// subdir makes the directory sub inside ws and returns it: a nested
+// workspace.
+func subdir(t testing.TB, ws string) string {
+	t.Helper()
+	sub := filepath.Join(ws, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
 // testHarness is the default harness configuration with the per-user key
 // store and cache in a temporary directory of the test binary.
 var testHarness harness.Config

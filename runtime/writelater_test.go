@@ -395,8 +395,7 @@ func TestNestedRunsDoNotOverlap(t *testing.T) {
 	needBwrap(t)
 	b := base(t)
 	outer := workspace(t, b)
-	inner := filepath.Join(outer, "sub")
-	os.Mkdir(inner, 0o755)
+	inner := subdir(t, outer)
 	marker := filepath.Join(inner, "inner-ran") // the writing run could make it
 	// Every access: a run that only reads binds the workspace too, and the
 	// enclosing run's command could swap it for a link to a secret.
@@ -429,8 +428,7 @@ func TestEnclosingRunWaitsForNested(t *testing.T) {
 	needBwrap(t)
 	b := base(t)
 	outer := workspace(t, b)
-	inner := filepath.Join(outer, "sub")
-	os.Mkdir(inner, 0o755)
+	inner := subdir(t, outer)
 	marker := filepath.Join(outer, "outer-ran")
 	var err error
 	during(t, newPolicy(inner), "", func() {

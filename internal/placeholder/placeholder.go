@@ -765,8 +765,8 @@ func liveRecords(dir string, names []string, prefix, self string, sweep bool, er
 				// been a spare and another run's record: then it is not
 				// this name's any more, and nothing to sweep.)
 				var held, named unix.Stat_t
-				same := unix.Fstat(int(f.Fd()), &held) == nil && unix.Lstat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino
-				if same && prefix == presencePrefix {
+				stillNamed := unix.Fstat(int(f.Fd()), &held) == nil && unix.Lstat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino
+				if stillNamed && prefix == presencePrefix {
 					data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 					f.Close()
 					if e, _ := parseRecord(data); e.ws != "" {
@@ -775,7 +775,7 @@ func liveRecords(dir string, names []string, prefix, self string, sweep bool, er
 					os.Remove(p)
 					continue
 				}
-				if sweep && same {
+				if sweep && stillNamed {
 					data, _ := io.ReadAll(io.LimitReader(f, maxRecord))
 					f.Close()
 					abandon(p, id, data)
@@ -969,35 +969,50 @@ func (g *Guard) Kept(self *Presence) (kept, all [][]byte, err error) {
 	// Told only when a record's path says neither: a change among runs
 	// of its own path looks up no place.
 	place := sync.OnceValues(func() (*mountinfo.Place, error) { return placeOfRoot(&lay, g.workspace, g.root) })
+	return setsBeside(g.active, g.dir, names, "", self.recordPath(), Idle, func(e entry, what string) error {
+		switch rel, err := lay.of(e, g.workspace, place); {
+		case err != nil:
+			return err
+		case rel == around:
+			return fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, what, e.ws)
+		case rel == inside:
+			return fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, what, e.ws)
+		}
+		return nil
+	})
+}
+
+// setsBeside returns the sets kept in dir ([Session.Keep],
+// [Presence.Keep]) by the runs and the presences of the registry active
+// (its entries names) going on, but for the run selfRun and the presence
+// selfPresence (record paths, or ""): all, and kept — without the runs
+// skip names (nil: none), which never names a presence. A set in dir is
+// a run's or a presence's of dir's workspace, by whichever path (IDs are
+// random): its record's path is not asked, which may no longer lead there
+// (renamed, unmounted). check, when not nil, is asked of every record
+// first, and its error is the walk's.
+func setsBeside(active, dir string, names []string, selfRun, selfPresence string, skip func(id string) bool, check func(e entry, what string) error) (kept, all [][]byte, err error) {
 	var walkErr error
 	for _, r := range []struct{ prefix, self, kept, what string }{
-		{runPrefix, "", "known-", "a run"},
-		{presencePrefix, self.recordPath(), presenceKept, "a file tool's change"},
+		{runPrefix, selfRun, "known-", "a run"},
+		{presencePrefix, selfPresence, presenceKept, "a file tool's change"},
 	} {
-		for id, e := range liveRecords(g.active, names, r.prefix, r.self, false, &walkErr) {
-			rel, err := lay.of(e, g.workspace, place)
-			switch {
-			case err != nil:
-				return nil, nil, err
-			case rel == around:
-				return nil, nil, fmt.Errorf("%w: %s of the enclosing workspace %s is going on", ErrNested, r.what, e.ws)
-			case rel == inside:
-				return nil, nil, fmt.Errorf("%w: %s of the nested workspace %s is going on", ErrNested, r.what, e.ws)
-			default:
-				// A set in this workspace's directory of runs is a run's
-				// or a presence's of this workspace, by whichever path
-				// (IDs are random): its record's path is not asked, which
-				// may no longer lead here (renamed, unmounted).
-				set, ok, err := readSet(g.dir, r.kept+id)
-				if err != nil {
+		for id, e := range liveRecords(active, names, r.prefix, r.self, false, &walkErr) {
+			if check != nil {
+				if err := check(e, r.what); err != nil {
 					return nil, nil, err
 				}
-				if ok {
-					all = append(all, set)
-					if r.prefix != runPrefix || !Idle(id) {
-						kept = append(kept, set)
-					}
-				}
+			}
+			set, ok, err := readSet(dir, r.kept+id)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !ok {
+				continue
+			}
+			all = append(all, set)
+			if r.prefix != runPrefix || skip == nil || !skip(id) {
+				kept = append(kept, set)
 			}
 		}
 	}
@@ -1165,28 +1180,7 @@ func keptBy(active, dir, self string, skip func(id string) bool) (kept, all [][]
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the registry of runs %s: %w", active, err)
 	}
-	// A set in dir is of a run or presence of this workspace, whatever
-	// path its record names ([Guard.Kept]).
-	var walkErr error
-	for _, r := range []struct{ prefix, self, kept string }{{runPrefix, self, "known-"}, {presencePrefix, "", presenceKept}} {
-		for id := range liveRecords(active, names, r.prefix, r.self, false, &walkErr) {
-			set, ok, err := readSet(dir, r.kept+id)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !ok {
-				continue
-			}
-			all = append(all, set)
-			if r.prefix != runPrefix || skip == nil || !skip(id) {
-				kept = append(kept, set)
-			}
-		}
-	}
-	if walkErr != nil {
-		return nil, nil, walkErr
-	}
-	return kept, all, nil
+	return setsBeside(active, dir, names, self, "", skip, nil)
 }
 
 // readSet reads the set in dir/name a run or a presence kept: false when

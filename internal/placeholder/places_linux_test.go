@@ -95,14 +95,8 @@ func TestARecordTooLongForItsPlaceIsPlacedByItsPath(t *testing.T) {
 	if err := unix.Mkdirat(fd, "s", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sub := ws + "/s"
-	testenv.WithBind(t, sub, alias, func() {
-		a, err := placeholder.Begin(state, ws)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer a.End()
+	sc := bindScene{top: top, state: state, ws: ws, sub: ws + "/s", alias: alias}
+	sc.beside(t, ws, func() {
 		b, err := placeholder.Begin(state, alias)
 		if !errors.Is(err, placeholder.ErrNested) {
 			t.Errorf("a run of %s (bind of ws/s) beside a run of ws (%d bytes of path): %v, want ErrNested", alias, len(ws), err)

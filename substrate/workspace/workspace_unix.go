@@ -119,7 +119,7 @@ func (w *Workspace) Protected() (_ *harness.Protected, err error) {
 	}
 	if dir != "" && finding && w.presence == nil {
 		if w.presence, err = placeholder.Present(dir, w.root, w.fd); err != nil && reachable(dir) {
-			return nil, &harness.BesideError{Op: "lock", Err: err}
+			return nil, &harness.BesideError{Op: "present", Err: err}
 		}
 	}
 	if dir != "" && w.presence == nil && !reachable(dir) {
