@@ -16,6 +16,8 @@ import (
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
+	"github.com/cordon-run/cordon/substrate/oci"
+	wsguard "github.com/cordon-run/cordon/substrate/workspace"
 )
 
 // bindHelperEnv hands TestABindMountHelper its scene: the directory to
@@ -47,18 +49,22 @@ func TestNestedRunsThroughABindMountDoNotOverlap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The nested run on each substrate that uses the registry of runs:
-	// bwrap and Landlock. In a user namespace of its own (unprivileged),
-	// bwrap belongs to no user it knows, and cordon does not run it.
-	subs := []string{bwrap.Name, landlock.Name}
-	if os.Geteuid() != 0 {
-		subs = subs[1:]
+	// The nested run on each substrate (all record themselves in the
+	// registry of runs), and a file tool's change (a wasm tool's, the MCP
+	// server's). In a user namespace of its own (unprivileged), bwrap and
+	// the OCI runtime belong to no user it knows, and cordon runs neither.
+	subs := []string{landlock.Name, "files"}
+	if os.Geteuid() == 0 {
+		subs = append(subs, bwrap.Name, oci.Name)
 	}
 	for _, sub := range subs {
 		t.Run(sub, func(t *testing.T) {
-			if sub == landlock.Name {
+			switch sub {
+			case landlock.Name:
 				err := landlock.Available()
 				testenv.Require(t, err == nil, "Landlock ABI %d: %v", landlock.RequiredABI, err)
+			case oci.Name:
+				needOCI(t)
 			}
 			marker := filepath.Join(inner, "d", "nested-ran")
 			os.Remove(marker)
@@ -78,7 +84,7 @@ func TestNestedRunsThroughABindMountDoNotOverlap(t *testing.T) {
 			}
 			var out string
 			during(t, newPolicy(outer), "", func() { out = nested() })
-			if !strings.Contains(out, "refused: ") || !strings.Contains(out, "enclosing workspace "+outer) {
+			if !strings.Contains(out, "refused: ") || !strings.Contains(out, "workspace "+outer) {
 				t.Errorf("a run of %s (a bind mount of %s) while a run of %s goes on: %s; want a refusal naming the enclosing run", alias, inner, outer, out)
 			}
 			if _, err := os.Stat(marker); err == nil {
@@ -108,6 +114,19 @@ func TestABindMountHelper(t *testing.T) {
 		t.Fatalf("bind mount (in this process's own mount namespace): %v", err)
 	}
 	h := harness.Default().WithStateDir(f[2]).WithCacheDir(f[3])
+	if f[4] == "files" {
+		files, err := wsguard.Open(alias, wsguard.WithHarness(h))
+		if err == nil {
+			err = files.WriteFile("d/nested-ran", nil)
+			files.Close()
+		}
+		if err != nil {
+			fmt.Printf("refused: %v\n", err)
+			return
+		}
+		fmt.Printf("ran: exit 0\n")
+		return
+	}
 	res, err := runSpec(context.Background(), Spec{Command: []string{"touch", filepath.Join(alias, "d", "nested-ran")}, Policy: bwrap.NewPolicy(alias, h), Timeout: 30 * time.Second, Substrate: f[4]})
 	if err != nil {
 		fmt.Printf("refused: %v\n", err)
