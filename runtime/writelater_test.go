@@ -214,6 +214,10 @@ func TestConfigNamedFilesAreProtected(t *testing.T) {
 func during(t *testing.T, p bwrap.Policy, script string, meanwhile func()) runtime.Result {
 	t.Helper()
 	started, done := filepath.Join(p.Workspace(), "started"), filepath.Join(p.Workspace(), "done")
+	// An earlier call's in the same workspace would end this one's run at
+	// once, and meanwhile run beside nothing.
+	os.Remove(started)
+	os.Remove(done)
 	wait := fmt.Sprintf("touch %s; i=0; while [ ! -e %s ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n", started, done)
 	var res runtime.Result
 	var wg sync.WaitGroup
