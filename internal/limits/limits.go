@@ -121,6 +121,14 @@ type Plan struct {
 	host                       Host
 }
 
+// BornLimited reports whether a process born in the plan's cgroups
+// ([Group.Enter]) is under every limit of the plan from its first
+// instruction: the plan sets no rlimit, which only [Group.Add] applies,
+// to a process that runs already.
+func (p Plan) BornLimited() bool {
+	return p.Memory != Rlimit && p.Pids != Rlimit && p.CPU != Rlimit
+}
+
 // ErrGone: the process to limit had exited already; it started nothing
 // that the limits could have held.
 var ErrGone = errors.New("limits: the process is gone")

@@ -1588,3 +1588,119 @@ func recordOf(t *testing.T, ws string) string {
 	}
 	return ws + "\x00@" + p.String()
 }
+
+// TestSpareSets: the set a run or a file tool's change kept is a spare of
+// its workspace's directory once it ends (sk-*), and the next one writes
+// its own over it — the same file, no new one made: the runs beside it
+// read exactly what it kept, a set shorter than the spare held too. A
+// change's record is a spare record once it leaves, which the next change
+// takes; the spares are bounded.
+func TestSpareSets(t *testing.T) {
+	top := layout(t)
+	state, ws := filepath.Join(top, "state"), filepath.Join(top, "ws")
+	spareSets := func() []string {
+		m, _ := filepath.Glob(filepath.Join(state, "runs", "*", "sk-*"))
+		return m
+	}
+	keptFile := func(name string) string {
+		m, _ := filepath.Glob(filepath.Join(state, "runs", "*", name))
+		if len(m) != 1 {
+			t.Fatalf("the kept file %s: %v", name, m)
+		}
+		return m[0]
+	}
+	long := `{"a/long/path/of/a/submodule":"1:2","another/submodule":"3:4"}`
+	first := begin(t, top)
+	if err := first.Keep([]byte(long)); err != nil {
+		t.Fatal(err)
+	}
+	set := inode(t, keptFile("known-"+first.ID()))
+	end(t, first)
+	if got := spareSets(); len(got) != 1 || inode(t, got[0]) != set {
+		t.Fatalf("after a run ended: spare sets %q, want its set (inode %d)", got, set)
+	}
+
+	reader, second := begin(t, top), begin(t, top)
+	short := `{"b":"5:6"}`
+	if err := second.Keep([]byte(short)); err != nil {
+		t.Fatal(err)
+	}
+	if got := inode(t, keptFile("known-"+second.ID())); got != set {
+		t.Errorf("the next run kept its set in inode %d, want the spare's %d", got, set)
+	}
+	if got := spareSets(); len(got) != 0 {
+		t.Errorf("the spare taken is still there: %q", got)
+	}
+	if kept, _ := othersKept(t, reader, nil); len(kept) != 1 || string(kept[0]) != short {
+		t.Errorf("a run beside it read %q, want exactly %q", kept, short)
+	}
+	end(t, second)
+	end(t, reader)
+
+	// A file tool's change: its set and its record are spares once it
+	// leaves; the next change takes both.
+	p, err := placeholder.Present(state, ws, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Keep([]byte(long)); err != nil {
+		t.Fatal(err)
+	}
+	records, _ := filepath.Glob(filepath.Join(state, "runs", "active", "f-*"))
+	if len(records) != 1 {
+		t.Fatalf("the change's record: %q", records)
+	}
+	record, set := inode(t, records[0]), inode(t, keptFile("tool-*"))
+	p.Leave()
+	_, spares := activeRecords(t, top)
+	if !slices.ContainsFunc(spares, func(s string) bool { return inode(t, s) == record }) {
+		t.Errorf("the change left: spare records %q, none its record (inode %d)", spares, record)
+	}
+	spareInodes := inodes(t, spares)
+	if got := spareSets(); !slices.ContainsFunc(got, func(s string) bool { return inode(t, s) == set }) {
+		t.Errorf("the change left: spare sets %q, none its set (inode %d)", got, set)
+	}
+	q, err := placeholder.Present(state, ws, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Leave()
+	if err := q.Keep([]byte(short)); err != nil {
+		t.Fatal(err)
+	}
+	records, _ = filepath.Glob(filepath.Join(state, "runs", "active", "f-*"))
+	if len(records) != 1 || spareInodes[inode(t, records[0])] == "" {
+		t.Fatalf("the next change's record %q, want a spare record taken (%q)", records, spares)
+	}
+	if data, err := os.ReadFile(records[0]); err != nil || string(data) != recordOf(t, ws) {
+		t.Errorf("the taken record holds %q (%v), want only %q", data, err, recordOf(t, ws))
+	}
+	if got := keptFile("tool-*"); inode(t, got) != set {
+		t.Errorf("the next change kept its set in a new file, not the spare (inode %d)", set)
+	}
+	g, err := placeholder.Watch(state, ws, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, all, err := g.Kept(nil)
+	g.Release()
+	if err != nil || len(all) != 1 || string(all[0]) != short {
+		t.Errorf("another change read %q (%v), want exactly %q", all, err, short)
+	}
+
+	// Many at once, then none: at most 4 spare sets stay.
+	var sessions []*placeholder.Session
+	for range 7 {
+		s := begin(t, top)
+		if err := s.Keep([]byte(short)); err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	for _, s := range sessions {
+		end(t, s)
+	}
+	if got := spareSets(); len(got) > 4 {
+		t.Errorf("after 7 runs at once: %d spare sets, want at most 4", len(got))
+	}
+}
