@@ -78,3 +78,6 @@ func pipeUnread(fd int) (int, error) {
 	}
 	return int(n), nil
 }
+
+// pipeCapacity returns the bytes the pipe of descriptor fd holds.
+func pipeCapacity(fd uintptr) (int, error) { return unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }

@@ -15,3 +15,5 @@ func nsInode(string, string) (uint64, error) { return 0, errors.ErrUnsupported }
 func pipeUnread(int) (int, error) { return 0, errors.ErrUnsupported }
 
 func bwrapAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func pipeCapacity(uintptr) (int, error) { return 0, errors.ErrUnsupported }

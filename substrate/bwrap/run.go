@@ -250,8 +250,14 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	sb := built
 	prep := make(chan error, 1)
 	if sb == nil {
-		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ)}
-		go func() { prep <- sb.build(s.Environ) }()
+		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ), early: s.Policy.limits.BornLimited()}
+		go func() {
+			err := sb.build(s.Environ)
+			if err == nil {
+				sb.sendEarly()
+			}
+			prep <- err
+		}()
 	} else {
 		prep <- nil
 	}
@@ -292,6 +298,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	if err != nil {
 		return nil, err
 	}
+	sb.sendEarly() // built already: the options wait in their pipe
 	grp := group()
 	if grp == nil {
 		return nil, &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: madeErr, detail: madeErr.Error()}
@@ -310,7 +317,12 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// the RLIMIT_NPROC its creator had then as the bound of every count
 	// inside it. All of it on the thread that forked bwrap, as soon as
 	// bwrap has started: bwrap, loaded, waits for its options, and the
-	// caller may not be scheduled again for a while.
+	// caller may not be scheduled again for a while. A run with no rlimit
+	// has its options in the pipe as soon as they are built, before bwrap
+	// may have started (sendEarly): born in the cgroups, bwrap is under
+	// every limit of the run from its first instruction. (A call canceled
+	// meanwhile may then have bwrap set a sandbox up; it is never
+	// released, as any sandbox of a canceled call.)
 	canceled := func() error {
 		return &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup,
 			detail: "canceled before the sandbox was verified; the command was not let start"}

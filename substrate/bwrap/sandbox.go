@@ -53,6 +53,9 @@ type Sandbox struct {
 	egressCtl *os.File
 	status    chan statusRecord
 	used      bool
+	// early: the options may go before bwrap has started ([Sandbox.sendEarly]);
+	// built: they are; sent: they went.
+	early, built, sent bool
 }
 
 // statusRecord is one JSON document bwrap writes on its status descriptor:
@@ -245,6 +248,7 @@ func (s *Sandbox) build(environ []string) error {
 	}
 	s.mu.Lock()
 	s.args = append(a, "--chdir", ws)
+	s.built = true
 	if s.env == nil {
 		s.env = p.Environment(environ)
 	}
@@ -814,21 +818,56 @@ func (s *Sandbox) runID() string {
 func argv0(id string) string { return "bwrap-run-" + id }
 
 // sendArgs writes bwrap's options, NUL-separated, on its --args pipe and
-// closes it: bwrap reads them to the end before it does anything.
-func (s *Sandbox) sendArgs() error {
+// closes it, unless they went early ([Sandbox.sendEarly]): bwrap reads them
+// to the end before it does anything.
+func (s *Sandbox) sendArgs() error { return s.writeArgs(false) }
+
+// sendEarly hands bwrap its options as soon as they are built and their
+// pipe is made — before bwrap has started, it may be — for a run whose
+// bwrap is under every limit of the run from its birth (it is born in the
+// run's cgroups, and the plan sets no rlimit: [limits.Plan.BornLimited]),
+// so that nothing is left to do to bwrap before it sets the sandbox up.
+// It then need not wait for the thread that forked it to run again: on a
+// host whose processors are busy (the host side being prepared on one,
+// bwrap loading on the other), that thread, woken when bwrap executes,
+// waited for a processor longer than anything else the start of a run
+// takes. Only options that fit in the empty pipe go (the write cannot
+// block); larger ones go once bwrap has started, as every run's did.
+func (s *Sandbox) sendEarly() {
+	s.mu.Lock()
+	ok := s.early && s.built
+	s.mu.Unlock()
+	if ok {
+		s.writeArgs(true)
+	}
+}
+
+func (s *Sandbox) writeArgs(early bool) error {
 	s.mu.Lock()
 	w := s.argsW
-	s.argsW = nil
-	s.mu.Unlock()
 	if w == nil {
-		return errors.New("bwrap: the options were sent already")
+		sent := s.sent
+		s.mu.Unlock()
+		if sent {
+			return nil
+		}
+		return errors.New("bwrap: there is no pipe for the options")
 	}
-	defer w.Close()
 	args := s.sideArgs()
 	n := 0
 	for _, a := range args {
 		n += len(a) + 1
 	}
+	if early {
+		size, err := pipeCapacity(w.Fd())
+		if err != nil || n > size {
+			s.mu.Unlock()
+			return nil // they go once bwrap has started
+		}
+	}
+	s.argsW, s.sent = nil, true
+	s.mu.Unlock()
+	defer w.Close()
 	b := make([]byte, 0, n)
 	for _, a := range args {
 		b = append(append(b, a...), 0)
