@@ -677,7 +677,7 @@ func takeSpare(dir, path, text string) *os.File {
 		// it first holds its lock for as long as it runs, and renamed it.
 		var held, named unix.Stat_t
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil || unix.Fstat(int(f.Fd()), &held) != nil ||
-			unix.Lstat(p, &named) != nil || held.Dev != named.Dev || held.Ino != named.Ino || held.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Lstat(p, &named) != nil || held.Dev != named.Dev || held.Ino != named.Ino || !ownSpare(&held) {
 			f.Close()
 			continue
 		}
@@ -1118,8 +1118,18 @@ func (p *Presence) Leave() {
 	p.f = nil
 }
 
-// maxSpareKept bounds the spare sets (sk-*) of a workspace's directory.
+// maxSpareKept bounds the spare sets (sk-*) of a workspace's directory
+// (runs that end at once may each find room, and leave a few more: they
+// go as later runs take them).
 const maxSpareKept = 4
+
+// ownSpare reports whether st is a spare's to write over: a regular file
+// of this user's with no other name (a hard link planted in the state
+// directory would lead the write elsewhere; a file made anew, O_EXCL,
+// never could).
+func ownSpare(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 && st.Uid == uint32(os.Geteuid())
+}
 
 // Spare sets (sk-*) are the files the runs and changes that ended kept
 // their sets in ([Session.Keep], [Presence.Keep]), renamed aside for a
@@ -1162,8 +1172,8 @@ func takeSpareKept(dir, tmp string, data []byte) bool {
 		}
 		f, err := os.OpenFile(tmp, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err == nil {
-			var st fs.FileInfo
-			if st, err = f.Stat(); err == nil && !st.Mode().IsRegular() {
+			var st unix.Stat_t
+			if err = unix.Fstat(int(f.Fd()), &st); err == nil && !ownSpare(&st) {
 				err = fs.ErrInvalid
 			}
 			// Written over, then cut to the data's length (a truncate to
@@ -1493,7 +1503,8 @@ func takeSpareManifest(dir, name string) *os.File {
 		}
 		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err == nil {
-			if st, serr := f.Stat(); serr != nil || !st.Mode().IsRegular() {
+			var st unix.Stat_t
+			if serr := unix.Fstat(int(f.Fd()), &st); serr != nil || !ownSpare(&st) {
 				f.Close()
 				err = fs.ErrInvalid
 			}

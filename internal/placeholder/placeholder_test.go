@@ -1688,6 +1688,31 @@ func TestSpareSets(t *testing.T) {
 		t.Errorf("another change read %q (%v), want exactly %q", all, err, short)
 	}
 
+	// A spare that has another name (a hard link planted in the state
+	// directory) is not written through: the set goes to a file of its own.
+	for _, sk := range spareSets() {
+		os.Remove(sk)
+	}
+	victim := filepath.Join(top, "outside", "victim")
+	if err := os.WriteFile(victim, []byte("the user's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(filepath.Dir(keptFile("tool-*")), "sk-planted")
+	if err := os.Link(victim, planted); err != nil {
+		t.Fatal(err)
+	}
+	linked := begin(t, top)
+	if err := linked.Keep([]byte(short)); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "the user's" {
+		t.Errorf("a set was written through a hard-linked spare: the other name holds %q", data)
+	}
+	if got := inode(t, keptFile("known-"+linked.ID())); got == inode(t, victim) {
+		t.Error("a hard-linked spare was taken for a set")
+	}
+	end(t, linked)
+
 	// Many at once, then none: at most 4 spare sets stay.
 	var sessions []*placeholder.Session
 	for range 7 {

@@ -338,7 +338,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		// (A bwrap that is gone already gets no option; what it did is
 		// judged by finish, as for any bwrap that ends early.)
 		if prepErr = r.prepared(); prepErr != nil || addErr != nil && !errors.Is(addErr, limits.ErrGone) || ctx.Err() != nil {
-			return // it never gets an option: it never sets anything up
+			return // it gets no option from here (those sent early set a sandbox up that is never released)
 		}
 		if err := sb.sendArgs(); err != nil {
 			// bwrap is gone already (EPIPE): what it said is its failure.
