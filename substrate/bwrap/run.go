@@ -127,6 +127,11 @@ type running struct {
 	prepared func() error
 	// stopEgress ends the egress proxy's service of the run, or is nil.
 	stopEgress func()
+	// readSeen is closed once the sandbox's init has read its seccomp
+	// program, which it does as it takes its release (nil: not watched;
+	// the mount watch asks); stopReadSeen ends that watch.
+	readSeen     <-chan struct{}
+	stopReadSeen func()
 	// initGone is closed once the released sandbox's init has died (nil:
 	// not known); stopInitGone ends that wait.
 	initGone     <-chan struct{}
@@ -197,6 +202,9 @@ func (r *running) end() {
 	r.prepared()
 	if r.stopInitGone != nil {
 		r.stopInitGone()
+	}
+	if r.stopReadSeen != nil {
+		r.stopReadSeen()
 	}
 	if r.stopEgress != nil {
 		r.stopEgress()
@@ -441,6 +449,11 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			// The command's deadline counts from its release (a
 			// sandbox made ahead counts from its call: Arm).
 			t.StartClock()
+		}
+		if built == nil {
+			// Watched before the release: the init reads its program
+			// right after it takes it.
+			r.readSeen, r.stopReadSeen = sb.watchRelease()
 		}
 		if err := sb.release(); err != nil {
 			s.Logger.Debug("cannot release the sandbox", "err", err)

@@ -921,6 +921,27 @@ func (s *Sandbox) release() error {
 	return err
 }
 
+// watchRelease returns a channel closed once the sandbox's init has read
+// from its seccomp pipe — right after it takes its release — and the end
+// of that watch ([watchRead]); nil when it cannot be watched. Call it
+// before the release.
+func (s *Sandbox) watchRelease() (<-chan struct{}, func()) {
+	s.mu.Lock()
+	f := s.filterR
+	s.mu.Unlock()
+	if f == nil {
+		return nil, func() {}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, func() {}
+	}
+	var ch <-chan struct{}
+	stop := func() {}
+	rc.Control(func(fd uintptr) { ch, stop = watchRead(fd) })
+	return ch, stop
+}
+
 // releaseTaken reports whether the sandbox's init has taken its release
 // ([Sandbox.release]): bwrap mounts nothing after it reads the byte on its
 // block descriptor, and right after that it reads its seccomp program to
