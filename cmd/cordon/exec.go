@@ -138,7 +138,7 @@ func runExec(e *env, args []string) int {
 		return e.refuse("exec", fs.Arg(0), err)
 	}
 
-	rt := runtime.New(runtime.Config{})
+	rt := runtime.New(runtime.Config{OneShot: true})
 	defer rt.Close()
 	rt.Ahead(p) // what the run needs first, made while the rest gets ready
 

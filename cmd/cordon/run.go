@@ -77,7 +77,7 @@ func runRun(e *env, args []string) int {
 	if code := e.admitUnattended(ctx, *autonomyLevel, "run", p); code >= 0 {
 		return code
 	}
-	rt := runtime.New(runtime.Config{})
+	rt := runtime.New(runtime.Config{OneShot: true})
 	defer rt.Close()
 	res, err := rt.Run(ctx, p)
 	if err != nil {

@@ -63,6 +63,12 @@ type Spec struct {
 	// resident caller returns the outcome sooner and lets a burst of runs
 	// share their placeholders. It must call the function it is given.
 	Later func(func())
+	// OneShot: the process exits once the run is over. The mount watch
+	// asks whether the sandbox's init took its release (every
+	// releaseEvery) rather than watching for its read of its seccomp
+	// program ([watchRead]): a watch removed moments before the process
+	// exits makes the exit wait for the kernel's grace period.
+	OneShot bool
 }
 
 // initWait bounds how long Run waits for bwrap to report the sandbox's
@@ -450,7 +456,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			// sandbox made ahead counts from its call: Arm).
 			t.StartClock()
 		}
-		if built == nil {
+		if built == nil && !s.OneShot {
 			// Watched before the release: the init reads its program
 			// right after it takes it.
 			r.readSeen, r.stopReadSeen = sb.watchRelease()
