@@ -35,13 +35,6 @@ const (
 	releaseWait  = 5 * time.Second
 )
 
-// firstLookAfter is how long after the init took its release the watch
-// reads the table first (its baseline): by then the command has started
-// (the look no longer competes with its start for a processor), and a run
-// over sooner has its one look at its end, through the descriptor opened
-// at the release.
-const firstLookAfter = time.Millisecond
-
 // releaseBackstop is how often the watch asks whether the sandbox's init
 // has taken its release while it waits for the init's read of its seccomp
 // program (watchRead): should that event not come, the first look is
@@ -108,8 +101,8 @@ func (w *mountWatch) watch(r *running) {
 		// right after, which is an event (readSeen): until it comes the
 		// watch asks every releaseBackstop, from then on (the init reads
 		// the program whole at once), or where the pipe cannot be
-		// watched, every releaseEvery. (A run over before the table is
-		// open goes unwatched.)
+		// watched, every releaseEvery. (A run over before the first
+		// look goes unwatched.)
 		seen := r.readSeen
 		deadline := time.Now().Add(releaseWait)
 		wait := time.NewTimer(time.Hour)
@@ -163,24 +156,6 @@ func (w *mountWatch) watch(r *running) {
 	defer func() { *bp = buf[:0] }()
 	base := r.base
 	if base == "" {
-		// The first look comes firstLookAfter the release, or at the
-		// run's end if that is sooner: the descriptor, open, holds the
-		// namespace, so a run over meanwhile is looked at all the same —
-		// once, its last look — and the look (~0.2 ms of a processor)
-		// does not compete with the command's start.
-		last, gone := false, false
-		first := time.NewTimer(firstLookAfter)
-		select {
-		case <-first.C:
-		case <-r.initGone:
-			last, gone = true, true
-		case <-w.stop:
-			last = true
-		}
-		first.Stop()
-		if last && lastLookHook != nil {
-			lastLookHook(r)
-		}
 		var err error
 		if buf, err = t.text(buf); err != nil {
 			w.changedTo(r, []string{"the table cannot be read: " + err.Error()})
@@ -189,12 +164,6 @@ func (w *mountWatch) watch(r *running) {
 		base = string(buf)
 		if went := missing(want, base); len(went) > 0 {
 			w.changedTo(r, went)
-			return
-		}
-		if last {
-			if gone {
-				r.endSession()
-			}
 			return
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -109,19 +108,4 @@ func TestTheReleaseIsSeenNotAskedFor(t *testing.T) {
 			t.Errorf("the watch read the table %d times; want its first look while the command ran and its last", n)
 		}
 	}
-}
-
-// TestARunOverBeforeTheFirstLookIsLookedAt: the first look at a run's
-// mount table comes a moment after the release; a run over sooner — its
-// command exits at once — has its one look at its end, through the table
-// held open since the release, and a protected mount point moved by then
-// stops it all the same.
-func TestARunOverBeforeTheFirstLookIsLookedAt(t *testing.T) {
-	needBwrap(t)
-	ws, _ := gitWorkspace(t)
-	lastLookHook = func(*running) {
-		os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "git-aside"))
-	}
-	defer func() { lastLookHook = nil }()
-	wantStopped(t, runIn(t, ws, nil, "true"), "went", filepath.Join(ws, ".git"))
 }
