@@ -22,7 +22,8 @@ import (
 // one other reading end is the init's, closed before the command starts.
 var reads struct {
 	once sync.Once
-	fd   int // the instance, or -1
+	fd   int      // the instance, or -1
+	file *os.File // its file, kept: unreachable, it would be closed under the watches
 	mu   sync.Mutex
 	// waiting maps a watch descriptor to the channel closed at its event.
 	waiting map[int32]chan struct{}
@@ -66,8 +67,15 @@ func startReads() {
 	if err != nil {
 		return
 	}
+	if !readsSeen(fd) {
+		// A kernel (or an emulation of one) that says nothing of a
+		// pipe's reads: the watches ask, as where there is no inotify.
+		unix.Close(fd)
+		return
+	}
 	reads.fd, reads.waiting = fd, map[int32]chan struct{}{}
 	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: read through the runtime's poller
+	reads.file = f
 	go func() {
 		buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 		for {
@@ -102,4 +110,40 @@ func startReads() {
 			reads.mu.Unlock()
 		}
 	}()
+}
+
+// readsSeen reports whether the inotify instance fd (non-blocking) says
+// that a pipe was read from: a pipe of its own, written, watched, read.
+// Linux 6.14 made most pseudo files silent to inotify and kept pipes
+// speaking; a kernel that does not would leave every watch waiting for
+// its backstop, and short runs unwatched.
+func readsSeen(fd int) bool {
+	var p [2]int
+	if unix.Pipe2(p[:], unix.O_CLOEXEC) != nil {
+		return false
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	if _, err := unix.Write(p[1], []byte{1}); err != nil {
+		return false
+	}
+	wd, err := unix.InotifyAddWatch(fd, "/proc/self/fd/"+strconv.Itoa(p[0]), unix.IN_ACCESS)
+	if err != nil {
+		return false
+	}
+	defer unix.InotifyRmWatch(fd, uint32(wd))
+	var b [1]byte
+	if n, err := unix.Read(p[0], b[:]); n != 1 || err != nil {
+		return false
+	}
+	buf := make([]byte, 4*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	n, err := unix.Read(fd, buf)
+	for off := 0; err == nil && off+unix.SizeofInotifyEvent <= n; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		if ev.Wd == int32(wd) && ev.Mask&unix.IN_ACCESS != 0 {
+			return true
+		}
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+	}
+	return false
 }
