@@ -192,6 +192,19 @@ func timeRun(b *testing.B, cmd *exec.Cmd) time.Duration {
 	return time.Since(start)
 }
 
+// pairedRatio returns the median over the loop's turns of a[i]/b[i].
+func pairedRatio(a, b []time.Duration) float64 {
+	r := make([]float64, 0, len(a))
+	for i := range min(len(a), len(b)) {
+		r = append(r, float64(a[i])/float64(b[i]))
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	sort.Float64s(r)
+	return r[len(r)/2]
+}
+
 func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -266,6 +279,12 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.ReportMetric(float64(ml)/float64(ms), "runtime.Run/bwrap-seccomp")
 	b.ReportMetric(float64(ml)/float64(mf), "runtime.Run/bwrap-argv")
 	b.ReportMetric(float64(mr)/float64(mb), "bwrap/bare")
+	// The same ratios turn by turn (each command against the raw bwrap of
+	// its own turn of the loop), their median: what drifts between turns —
+	// this host's load, bwrap's own time, which varies by milliseconds —
+	// drops out of each ratio.
+	b.ReportMetric(pairedRatio(lib, raw), "runtime.Run/bwrap-paired")
+	b.ReportMetric(pairedRatio(cli, raw), "cordon/bwrap-paired")
 	b.ReportMetric(float64(median(prep).Microseconds()), "prep-µs")
 	b.ReportMetric(0, "ns/op") // the per-op time mixes four commands; the medians above are the figures
 }
