@@ -60,3 +60,33 @@ func TestKillSparesTheRootsIDOnceReaped(t *testing.T) {
 		t.Fatalf("the process that got the reaped root's ID %d was killed: %v", root, ws)
 	}
 }
+
+// TestTheGraceCountsFromTheDeadline: a tree that ignores SIGTERM is
+// killed a grace after its deadline even when the SIGTERM's walk of the
+// tree is slow (a loaded host's /proc: here a hook that holds it 1.5 s) —
+// the grace counted from the end of that walk before, and the command ran
+// on through it.
+func TestTheGraceCountsFromTheDeadline(t *testing.T) {
+	termWalkHook = func() { time.Sleep(1500 * time.Millisecond) }
+	defer func() { termWalkHook = nil }()
+	dir := t.TempDir()
+	marker := dir + "/last"
+	cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; while :; do date +%s%N > "$0.new"; mv "$0.new" "$0"; sleep 0.02; done`, marker)
+	tr, err := Start(Spec{Cmd: cmd, Timeout: 200 * time.Millisecond, Grace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	o := tr.Wait(context.Background())
+	if !o.TimedOut || o.Signal != "SIGKILL" {
+		t.Fatalf("the outcome: %+v; want a timeout ended by SIGKILL", o)
+	}
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := strconv.ParseInt(string(b[:len(b)-1]), 10, 64)
+	if ran := time.Unix(0, ns).Sub(start); ran > time.Second {
+		t.Errorf("the tree ran %v past its start with a 200 ms deadline and a 100 ms grace: the grace waited for the SIGTERM's walk", ran)
+	}
+}

@@ -422,17 +422,32 @@ func (t *Tree) Wait(ctx context.Context) substrate.Outcome {
 	return o
 }
 
+// termWalkHook, set by tests alone, runs before terminate's SIGTERM walks
+// the tree (a slow walk: a loaded host's /proc).
+var termWalkHook func()
+
 // terminate ends the tree: SIGTERM to every process of it, then, if the
 // root has not exited within grace, SIGKILL to all of them. It returns the
 // name of the last signal sent.
 func (t *Tree) terminate(grace time.Duration) string {
 	pid := t.cmd.Process.Pid
 	t.spec.Logger.Debug("terminating", "pid", pid, "grace", grace)
-	fds := signalTree(pid, t.spec.Supervised, syscall.SIGTERM)
+	// The grace counts from now, not from the end of the SIGTERM's walk
+	// of /proc, which on a loaded host takes a good part of a second: the
+	// SIGKILL through the namespace's init comes on time meanwhile.
+	graceOver := time.After(grace)
+	termed := make(chan []int, 1)
+	go func() {
+		if termWalkHook != nil {
+			termWalkHook()
+		}
+		termed <- signalTree(pid, t.spec.Supervised, syscall.SIGTERM)
+	}()
+	var fds []int
 	sig := "SIGTERM"
 	select {
 	case <-t.exited:
-	case <-time.After(grace):
+	case <-graceOver:
 		sig = "SIGKILL"
 		if t.spec.Reaper {
 			// The root is not reaped before Wait: its PID is still its own.
@@ -466,6 +481,7 @@ func (t *Tree) terminate(grace time.Duration) string {
 	// killing the namespace: the run ends when every process it signalled
 	// has.
 	<-t.exited
+	fds = append(fds, <-termed...)
 	awaitGone(fds, reapWait)
 	return sig
 }
