@@ -187,17 +187,24 @@ func deepen(t *testing.T, dir string, n int) int {
 	}
 	name := strings.Repeat("d", 250)
 	for l := 0; l < n; l += len(name) + 1 {
-		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
+		fd = descend(t, fd, name)
 	}
 	return fd
+}
+
+// descend makes the directory name in the directory open as fd, opens it
+// and closes fd: a step of a chain of paths longer than a path may be.
+func descend(t *testing.T, fd int, name string) int {
+	t.Helper()
+	if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next
 }
 
 // TestANestedBindMountMovedDeepIsStillNested: the source of a bind mount

@@ -167,7 +167,7 @@ func BeginAs(stateDir, workspace, id string) (*Session, error) {
 	}
 	// Recorded first: a run of an enclosing workspace that starts from now
 	// on sees this one.
-	if s.active, s.recordAt, err = record(active, recordText(workspace, s.place, heldBy(fd)), id); err != nil {
+	if s.active, s.recordAt, err = record(active, runPrefix, recordText(workspace, s.place, heldBy(fd)), id); err != nil {
 		s.release()
 		return nil, fmt.Errorf("cannot record the run in %s: %w", active, err)
 	}
@@ -607,12 +607,12 @@ const maxSpares = 8
 // file made under a temporary name. On a journaling file system making a
 // file costs several times renaming one (ext4 on a virtual disk: ~80–300
 // µs against ~17 µs).
-func record(dir, text, name string) (*os.File, string, error) {
-	path := filepath.Join(dir, "r-"+name)
+func record(dir, prefix, text, name string) (*os.File, string, error) {
+	path := filepath.Join(dir, prefix+name)
 	if f := takeSpare(dir, path, text); f != nil {
 		return f, path, nil
 	}
-	f, err := lockedRecord(filepath.Join(dir, ".t-"+name), path, text)
+	f, err := lockedRecord(filepath.Join(dir, "."+prefix+name), path, text)
 	if err != nil {
 		return nil, "", err
 	}
@@ -1060,13 +1060,9 @@ func Present(stateDir, workspace string, root int) (*Presence, error) {
 		return nil, err
 	}
 	id := NewID()
-	path := filepath.Join(dirs[2], presencePrefix+id)
-	text := recordText(workspace, place, heldBy(root))
-	f := takeSpare(dirs[2], path, text)
-	if f == nil {
-		if f, err = lockedRecord(filepath.Join(dirs[2], "."+presencePrefix+id), path, text); err != nil {
-			return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
-		}
+	f, path, err := record(dirs[2], presencePrefix, recordText(workspace, place, heldBy(root)), id)
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the change in %s: %w", dirs[2], err)
 	}
 	return &Presence{f: f, record: path, kept: filepath.Join(dirs[0], presenceKept+id)}, nil
 }
@@ -1143,76 +1139,90 @@ func ownSpare(st *unix.Stat_t) bool {
 // reader that opened it before (under the trust lock) still reads it
 // whole: its next writer takes the trust lock first ([takeSpareKept]).
 func spareKept(name string) {
-	if name == "" {
-		return
+	if name != "" {
+		spareIn(name, "sk-", maxSpareKept)
 	}
-	dir := filepath.Dir(name)
-	if len(withPrefix(dir, "sk-")) < maxSpareKept {
-		var rnd [8]byte
-		rand.Read(rnd[:])
-		if renameNoReplace(unix.AT_FDCWD, name, unix.AT_FDCWD, filepath.Join(dir, "sk-"+hex.EncodeToString(rnd[:]))) == nil {
-			return
-		}
+}
+
+// spareIn renames path a spare of its directory (prefix-<random>) while
+// the directory has fewer than max of them, else removes it.
+func spareIn(path, prefix string, max int) {
+	if len(withPrefix(filepath.Dir(path), prefix)) >= max || !renameSpare(path, prefix) {
+		os.Remove(path)
 	}
-	os.Remove(name)
+}
+
+// renameSpare renames path prefix-<random> in its directory, and
+// reports whether it did.
+func renameSpare(path, prefix string) bool {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	return renameNoReplace(unix.AT_FDCWD, path, unix.AT_FDCWD, filepath.Join(filepath.Dir(path), prefix+hex.EncodeToString(rnd[:]))) == nil
 }
 
 // takeSpareKept renames a spare set of dir to tmp and writes data over
 // it, and reports whether it did (false: there was none to take, or it
-// failed, and tmp is gone). Two takers at once get one each, or one makes
-// its own: the rename decides. Called under the workspace's trust lock,
+// failed, and tmp is gone). Called under the workspace's trust lock,
 // under which every set is read: no reader has this one open.
 func takeSpareKept(dir, tmp string, data []byte) bool {
-	for i, p := range withPrefix(dir, "sk-") {
+	f := takeSpareFile(dir, "sk-", tmp, os.O_WRONLY)
+	if f == nil {
+		return false
+	}
+	// Written over, then cut to the data's length (a truncate to zero
+	// would free its block: see takeSpare).
+	n, err := f.WriteAt(data, 0)
+	if err == nil && n != len(data) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return false
+	}
+	return true
+}
+
+// takeSpareFile renames a spare of dir (a name beginning with prefix) to
+// name and opens it with flag, or returns nil when there is none to take
+// (at most maxTakes are tried). Two takers at once get one each, or one
+// makes its own: the rename decides. A spare that is not a regular file
+// of this user's with no other name ([ownSpare]) is removed, not taken.
+func takeSpareFile(dir, prefix, name string, flag int) *os.File {
+	for i, p := range withPrefix(dir, prefix) {
 		if i == maxTakes {
 			break
 		}
-		if renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, tmp) != nil {
+		if renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, name) != nil {
 			continue
 		}
-		f, err := os.OpenFile(tmp, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		f, err := os.OpenFile(name, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err == nil {
 			var st unix.Stat_t
-			if err = unix.Fstat(int(f.Fd()), &st); err == nil && !ownSpare(&st) {
+			if serr := unix.Fstat(int(f.Fd()), &st); serr != nil || !ownSpare(&st) {
+				f.Close()
 				err = fs.ErrInvalid
 			}
-			// Written over, then cut to the data's length (a truncate to
-			// zero would free its block: see takeSpare).
-			if err == nil {
-				var n int
-				if n, err = f.WriteAt(data, 0); err == nil && n != len(data) {
-					err = io.ErrShortWrite
-				}
-			}
-			if err == nil {
-				err = f.Truncate(int64(len(data)))
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
 		}
-		if err == nil {
-			return true
+		if err != nil {
+			os.Remove(name)
+			continue
 		}
-		os.Remove(tmp)
+		return f
 	}
-	return false
+	return nil
 }
 
 // spareRecord renames the record path of a run or a change that ends — its
 // lock still held, so that no one takes it for a record of a process that
 // died — a spare of its registry for a later one to take ([takeSpare]),
 // or removes it when the registry has spares enough.
-func spareRecord(path string) {
-	if dir := filepath.Dir(path); len(withPrefix(dir, "s-")) < maxSpares {
-		var rnd [8]byte
-		rand.Read(rnd[:])
-		if renameNoReplace(unix.AT_FDCWD, path, unix.AT_FDCWD, filepath.Join(dir, "s-"+hex.EncodeToString(rnd[:]))) == nil {
-			return
-		}
-	}
-	os.Remove(path)
-}
+func spareRecord(path string) { spareIn(path, "s-", maxSpares) }
 
 // idle holds the IDs of the sessions this process made ahead of their
 // command ([SetIdle]).
@@ -1471,7 +1481,8 @@ func spareManifest(m string) bool {
 	if err != nil {
 		return false
 	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || !ownSpare(&st) {
 		f.Close()
 		return false
 	}
@@ -1485,37 +1496,13 @@ func spareManifest(m string) bool {
 	if err != nil {
 		return false
 	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	return renameNoReplace(unix.AT_FDCWD, m, unix.AT_FDCWD, filepath.Join(filepath.Dir(m), "sm-"+hex.EncodeToString(rnd[:]))) == nil
+	return renameSpare(m, "sm-")
 }
 
 // takeSpareManifest renames a spare manifest of dir to name and opens it
-// to append to, or returns nil when there is none to take. Two runs that
-// take one at once get one each, or one makes its own: the rename decides.
+// to append to, or returns nil when there is none to take.
 func takeSpareManifest(dir, name string) *os.File {
-	for i, p := range withPrefix(dir, "sm-") {
-		if i == maxTakes {
-			break
-		}
-		if renameNoReplace(unix.AT_FDCWD, p, unix.AT_FDCWD, name) != nil {
-			continue
-		}
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			var st unix.Stat_t
-			if serr := unix.Fstat(int(f.Fd()), &st); serr != nil || !ownSpare(&st) {
-				f.Close()
-				err = fs.ErrInvalid
-			}
-		}
-		if err != nil {
-			os.Remove(name)
-			continue
-		}
-		return f
-	}
-	return nil
+	return takeSpareFile(dir, "sm-", name, os.O_WRONLY|os.O_APPEND)
 }
 
 // Created returns the placeholders this session created.

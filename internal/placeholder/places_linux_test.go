@@ -78,15 +78,7 @@ func TestARecordTooLongForItsPlaceIsPlacedByItsPath(t *testing.T) {
 			n -= 10
 		}
 		name := strings.Repeat("d", n)
-		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd, ws = next, ws+"/"+name
+		fd, ws = descend(t, fd, name), ws+"/"+name
 	}
 	defer unix.Close(fd)
 	if len(ws) != L {
