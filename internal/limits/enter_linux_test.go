@@ -2,6 +2,7 @@ package limits
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,5 +284,36 @@ func TestSweepRemovesOnlyAbandonedCgroups(t *testing.T) {
 		if _, err := os.Stat(dir); err != nil {
 			t.Errorf("%s was removed: %v", dir, err)
 		}
+	}
+}
+
+// TestCloseNeverKillsThisProcess: Close kills what is left in a run's
+// cgroups, but not this process, should a thread of its own still be in
+// them (a forking thread that did not leave): the removal fails instead.
+func TestCloseNeverKillsThisProcess(t *testing.T) {
+	g := pidsGroup(t)
+	in, out := make(chan func()), make(chan struct{})
+	go func() {
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		leave, err := g.Enter()
+		if err != nil {
+			t.Error(err)
+			leave = func() {}
+		}
+		in <- leave
+		<-out
+		leave()
+		out <- struct{}{}
+	}()
+	<-in
+	dirs := maps.Clone(g.dirs)
+	if err := g.Close(); err == nil {
+		t.Error("a cgroup with a thread of this process in it was removed")
+	}
+	out <- struct{}{}
+	<-out
+	if err := (&Group{dirs: dirs}).Close(); err != nil {
+		t.Errorf("once the thread left: %v", err)
 	}
 }

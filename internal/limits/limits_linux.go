@@ -371,7 +371,9 @@ func (g *Group) Close() error {
 				break
 			}
 			for _, pid := range procsOf(dir) {
-				unix.Kill(pid, unix.SIGKILL)
+				if pid != os.Getpid() { // a thread of this process's that did not leave: never this process
+					unix.Kill(pid, unix.SIGKILL)
+				}
 			}
 			if !errors.Is(err, unix.EBUSY) {
 				break
