@@ -916,3 +916,84 @@ func TestACanceledRunNeverStarts(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedProgramRemembered: a program that passed is passed again by
+// what the check saw, without the whole check — until any of it changes:
+// harness state made in a directory above it, a record of runs of one,
+// a directory above it made writable by others, the program replaced;
+// and a workspace that is (through a link) a directory above it is
+// refused still. What changed less than a second before a check is not
+// remembered (the file system's clock may not have moved since). The
+// programs are under /var/tmp, not /tmp, whose change time every test
+// that makes a temporary directory moves (a check then is whole again).
+func TestTrustedProgramRemembered(t *testing.T) {
+	h := testenv.Harness(t)
+	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
+	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	prog := func(rel string) string {
+		p := filepath.Join(dir, rel, "bin", "bwrap")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+		return p
+	}
+	os.MkdirAll(filepath.Join(h.StateDir(), "runs"), 0o700)
+	progs := map[string]string{}
+	for _, name := range []string{"state", "record", "shared", "replaced", "linked"} {
+		progs[name] = prog(name)
+	}
+	full := 0
+	fullCheckHook = func() { full++ }
+	defer func() { fullCheckHook = nil }()
+	check := func(name, ws string) error {
+		_, err := trustedProgram(progs[name], ws, h)
+		return err
+	}
+	for range 2 {
+		if err := check("state", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if full != 2 {
+		t.Errorf("a program made a moment ago: %d whole checks of 2; want 2 (it is not remembered)", full)
+	}
+	// Remembered at once from now on: every change below is one the
+	// check sees whatever the clock (a new inode, a link count, a mode).
+	settleFor = 0
+	defer func() { settleFor = time.Second }()
+	full = 0
+	for name := range progs {
+		for _, ws := range []string{"", filepath.Join(dir, "elsewhere"), t.TempDir()} {
+			if err := check(name, ws); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if full != len(progs) {
+		t.Errorf("%d whole checks of %d programs checked three times; want one each", full, len(progs))
+	}
+
+	was := "a workspace where sandboxed commands may have run"
+	os.MkdirAll(filepath.Join(dir, "state", ".efferent"), 0o700)
+	os.Chmod(filepath.Join(dir, "shared"), 0o777)
+	os.WriteFile(progs["replaced"]+".new", []byte("#!/bin/sh\n"), 0o755)
+	os.Rename(progs["replaced"]+".new", progs["replaced"])
+	link := filepath.Join(t.TempDir(), "ws")
+	os.Symlink(filepath.Join(dir, "linked"), link)
+	for name, why := range map[string]string{"state": was, "shared": "writable by group or others"} {
+		if err := check(name, ""); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s changed: %v, want ErrUnavailable: %s", name, err, why)
+		}
+	}
+	if err := check("linked", link); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "inside the workspace") {
+		t.Errorf("a workspace linked to a directory above the program: %v", err)
+	}
+	full = 0
+	if err := check("replaced", ""); err != nil || full != 1 {
+		t.Errorf("the program replaced: %v after %d whole checks; want it checked whole", err, full)
+	}
+	os.MkdirAll(filepath.Join(h.StateDir(), "runs", placeholder.Key(filepath.Join(dir, "record"))), 0o700)
+	if err := check("record", ""); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), was) {
+		t.Errorf("a directory above the program recorded as a workspace: %v", err)
+	}
+}

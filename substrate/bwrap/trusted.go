@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -64,6 +66,20 @@ func TrustedOwner(bin string) (string, error) {
 // checkProgram is trustedProgram; workspaces false leaves out its refusal
 // of a directory that has been a workspace.
 func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, error) {
+	if h.IsZero() {
+		h = harness.Default()
+	}
+	names := stateNames(h)
+	key := checkKey(bin, h, names, workspaces)
+	if v, ok := checkedPrograms.Load(key); ok {
+		if c := v.(*checked); c.still(ws, h) {
+			return c.real, nil
+		}
+		checkedPrograms.Delete(key)
+	}
+	if fullCheckHook != nil {
+		fullCheckHook()
+	}
 	real, err := filepath.EvalSymlinks(bin)
 	if err == nil && !filepath.IsAbs(real) {
 		real, err = filepath.Abs(real)
@@ -89,16 +105,19 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			return "", refuse("it is inside the workspace " + ws + ", where sandboxed commands write")
 		}
 	}
-	if h.IsZero() {
-		h = harness.Default()
-	}
-	names := stateNames(h)
+	// What the check sees, remembered if it passes (see checked): the
+	// workspace records, looked at before the program and its
+	// directories, so that a record made meanwhile is seen by a later
+	// check.
+	c := &checked{real: real}
+	runsErr := unix.Lstat(runsDir(h), &c.runs)
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			return "", refuse(fmt.Sprintf("cannot inspect %s: %v", p, err))
 		}
+		c.paths, c.chain = append(c.paths, p), append(c.chain, st)
 		if st.Uid != 0 && st.Uid != euid {
 			return "", refuse(fmt.Sprintf("%s belongs to uid %d, who could replace it", p, st.Uid))
 		}
@@ -109,9 +128,109 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands may have run", p))
 		}
 		if p == "/" {
+			if (runsErr == nil || errors.Is(runsErr, unix.ENOENT)) && bin == real && c.settled() {
+				checkedPrograms.Store(key, c)
+			}
 			return real, nil
 		}
 	}
+}
+
+// fullCheckHook, set by tests alone, runs as checkProgram checks a
+// program whole, not by what it remembers.
+var fullCheckHook func()
+
+// checkedPrograms holds, per process, what checkProgram saw of the
+// programs it passed (checkKey → *checked).
+var checkedPrograms sync.Map
+
+// checkKey names a check of bin: its path, this process's user, the
+// state directory, the harness state names and whether directories that
+// have been workspaces are refused.
+func checkKey(bin string, h harness.Config, names []string, workspaces bool) string {
+	return fmt.Sprintf("%t\x00%d\x00%s\x00%s\x00%s", workspaces, os.Geteuid(), bin, h.StateDir(), strings.Join(names, "\x00"))
+}
+
+// runsDir is the directory of the state directory's records of
+// workspaces ([wasWorkspace]).
+func runsDir(h harness.Config) string { return filepath.Join(h.StateDir(), "runs") }
+
+// checked is what a check that passed saw: the program (bin itself, not
+// a link to it) and every directory above it, as lstat saw each, and the
+// state directory's runs directory. A check of the same program passes
+// it again at once if none of that changed ([checked.still]): every way
+// the check's answer can change changes one of them — the program or a
+// directory replaced, moved, chowned or chmodded (its inode or its
+// change time), harness state made in a directory above it (that
+// directory's change time), a directory above it recorded as a
+// workspace (the runs directory gains an entry) — or is the workspace
+// of the call, looked at every time.
+type checked struct {
+	real  string
+	paths []string      // real, then each directory above it to /
+	chain []unix.Stat_t // as lstat saw them
+	runs  unix.Stat_t   // the runs directory (zero: there was none)
+}
+
+// settleFor is how old every change time a check saw must be for the
+// check to be remembered; a variable for tests alone.
+var settleFor = time.Second
+
+// settled reports whether every change time c saw is over a second old:
+// a change made in the same tick of the file system's clock as the look
+// could leave the change time as it was, and so pass unseen (what git
+// calls a racily clean entry).
+func (c *checked) settled() bool {
+	before := time.Now().Add(-settleFor).UnixNano()
+	if c.runs.Ino != 0 && c.runs.Ctim.Nano() > before {
+		return false
+	}
+	for _, st := range c.chain {
+		if st.Ctim.Nano() > before {
+			return false
+		}
+	}
+	return true
+}
+
+// still reports whether what c saw is unchanged, and the workspace ws is
+// neither the program nor a directory above it.
+func (c *checked) still(ws string, h harness.Config) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(runsDir(h), &st); err != nil {
+		if !errors.Is(err, unix.ENOENT) || c.runs.Ino != 0 {
+			return false
+		}
+	} else if !sameInode(st, c.runs) {
+		return false
+	}
+	for i, p := range c.paths {
+		if unix.Lstat(p, &st) != nil || !sameInode(st, c.chain[i]) {
+			return false
+		}
+	}
+	if ws != "" {
+		// The workspace, wherever its path leads, is not one of them.
+		err := unix.Stat(ws, &st)
+		if errors.Is(err, unix.ENOENT) {
+			return true // a workspace that is not there yet, nor a link to one of them
+		}
+		if err != nil {
+			return false
+		}
+		for _, seen := range c.chain {
+			if st.Dev == seen.Dev && st.Ino == seen.Ino {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameInode reports whether a and b are the same inode, unchanged.
+func sameInode(a, b unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Mode == b.Mode && a.Uid == b.Uid && a.Gid == b.Gid &&
+		a.Nlink == b.Nlink && a.Size == b.Size && a.Ctim == b.Ctim && a.Mtim == b.Mtim
 }
 
 // WithinAWorkspace returns the directory at or above p that has been a
