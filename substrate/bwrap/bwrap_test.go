@@ -917,6 +917,18 @@ func TestACanceledRunNeverStarts(t *testing.T) {
 	}
 }
 
+// TestLocalTimes: a check is remembered only on file systems whose change
+// times this machine's clock sets: the temporary directory's (ext4 or
+// tmpfs here), not /proc's.
+func TestLocalTimes(t *testing.T) {
+	if !localTimes(t.TempDir()) {
+		t.Errorf("%s is not a file system of local change times", t.TempDir())
+	}
+	if localTimes("/proc/self") {
+		t.Error("/proc is taken for a file system of local change times")
+	}
+}
+
 // TestTrustedProgramRemembered: a program that passed is passed again by
 // what the check saw, without the whole check — until any of it changes:
 // harness state made in a directory above it, a record of runs of one,
@@ -959,11 +971,13 @@ func TestTrustedProgramRemembered(t *testing.T) {
 	}
 	// Remembered at once from now on: every change below is one the
 	// check sees whatever the clock (a new inode, a link count, a mode).
+	defer func(was time.Duration) { settleFor = was }(settleFor)
 	settleFor = 0
-	defer func() { settleFor = time.Second }()
 	full = 0
+	elsewhere := filepath.Join(dir, "elsewhere")
+	os.Mkdir(elsewhere, 0o755)
 	for name := range progs {
-		for _, ws := range []string{"", filepath.Join(dir, "elsewhere"), t.TempDir()} {
+		for _, ws := range []string{"", elsewhere, t.TempDir()} {
 			if err := check(name, ws); err != nil {
 				t.Fatal(err)
 			}
@@ -987,6 +1001,11 @@ func TestTrustedProgramRemembered(t *testing.T) {
 	}
 	if err := check("linked", link); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "inside the workspace") {
 		t.Errorf("a workspace linked to a directory above the program: %v", err)
+	}
+	// A path that leads nowhere, but names a directory above the program
+	// once cleaned, as the whole check reads it.
+	if err := check("record", filepath.Join(dir, "record", "bin", "missing", "..")); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "inside the workspace") {
+		t.Errorf("a workspace path through a missing directory to one above the program: %v", err)
 	}
 	full = 0
 	if err := check("replaced", ""); err != nil || full != 1 {

@@ -72,7 +72,7 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 	names := stateNames(h)
 	key := checkKey(bin, h, names, workspaces)
 	if v, ok := checkedPrograms.Load(key); ok {
-		if c := v.(*checked); c.still(ws, h) {
+		if c := v.(*checked); c.still(ws) {
 			return c.real, nil
 		}
 		checkedPrograms.Delete(key)
@@ -109,8 +109,8 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 	// workspace records, looked at before the program and its
 	// directories, so that a record made meanwhile is seen by a later
 	// check.
-	c := &checked{real: real}
-	runsErr := unix.Lstat(runsDir(h), &c.runs)
+	c := &checked{real: real, at: time.Now(), runsPath: runsDir(h)} // the clock read before anything is looked at
+	runsErr := unix.Lstat(c.runsPath, &c.runs)
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
@@ -166,38 +166,60 @@ func runsDir(h harness.Config) string { return filepath.Join(h.StateDir(), "runs
 // workspace (the runs directory gains an entry) — or is the workspace
 // of the call, looked at every time.
 type checked struct {
-	real  string
-	paths []string      // real, then each directory above it to /
-	chain []unix.Stat_t // as lstat saw them
-	runs  unix.Stat_t   // the runs directory (zero: there was none)
+	real     string
+	at       time.Time     // when the check began
+	paths    []string      // real, then each directory above it to /
+	chain    []unix.Stat_t // as lstat saw them
+	runsPath string
+	runs     unix.Stat_t // the runs directory (zero: there was none)
 }
 
-// settleFor is how old every change time a check saw must be for the
-// check to be remembered; a variable for tests alone.
-var settleFor = time.Second
+// settleFor is how much older than the check's start every change time
+// it saw must be for the check to be remembered; a variable for tests
+// alone. A change made after the check looked gets a change time of at
+// least the file system's clock then, rounded down to its step: with a
+// step of up to two seconds (ext4 with small inodes: one; FAT: two), over
+// the change time the check saw. What changed less than that before the
+// check could change again unseen (what git calls racily clean).
+var settleFor = 3 * time.Second
 
-// settled reports whether every change time c saw is over a second old:
-// a change made in the same tick of the file system's clock as the look
-// could leave the change time as it was, and so pass unseen (what git
-// calls a racily clean entry).
+// settled reports whether every change time c saw is over settleFor
+// older than the check's start, and every file it saw is on a file
+// system whose change times this machine's clock sets (not a network's,
+// whose server's clock may lag).
 func (c *checked) settled() bool {
-	before := time.Now().Add(-settleFor).UnixNano()
-	if c.runs.Ino != 0 && c.runs.Ctim.Nano() > before {
+	before := c.at.Add(-settleFor).UnixNano()
+	if c.runs.Ino != 0 && (c.runs.Ctim.Nano() >= before || !localTimes(c.runsPath)) {
 		return false
 	}
-	for _, st := range c.chain {
-		if st.Ctim.Nano() > before {
+	for i, st := range c.chain {
+		if st.Ctim.Nano() >= before || !localTimes(c.paths[i]) {
 			return false
 		}
 	}
 	return true
 }
 
+// localTimes reports whether path is on a file system of this machine's
+// whose change times its clock sets.
+func localTimes(path string) bool {
+	var fs unix.Statfs_t
+	if unix.Statfs(path, &fs) != nil {
+		return false
+	}
+	switch uint32(fs.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC, unix.SQUASHFS_MAGIC:
+		return true
+	}
+	return false
+}
+
 // still reports whether what c saw is unchanged, and the workspace ws is
 // neither the program nor a directory above it.
-func (c *checked) still(ws string, h harness.Config) bool {
+func (c *checked) still(ws string) bool {
 	var st unix.Stat_t
-	if err := unix.Lstat(runsDir(h), &st); err != nil {
+	if err := unix.Lstat(c.runsPath, &st); err != nil {
 		if !errors.Is(err, unix.ENOENT) || c.runs.Ino != 0 {
 			return false
 		}
@@ -210,12 +232,12 @@ func (c *checked) still(ws string, h harness.Config) bool {
 		}
 	}
 	if ws != "" {
-		// The workspace, wherever its path leads, is not one of them.
-		err := unix.Stat(ws, &st)
-		if errors.Is(err, unix.ENOENT) {
-			return true // a workspace that is not there yet, nor a link to one of them
+		// The workspace is not one of them: by its path, as the whole
+		// check has it, and wherever its path leads.
+		if abs, err := filepath.Abs(ws); err != nil || within(c.real, abs) {
+			return false
 		}
-		if err != nil {
+		if unix.Stat(ws, &st) != nil {
 			return false
 		}
 		for _, seen := range c.chain {
