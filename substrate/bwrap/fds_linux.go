@@ -81,3 +81,18 @@ func pipeUnread(fd int) (int, error) {
 
 // pipeCapacity returns the bytes the pipe of descriptor fd holds.
 func pipeCapacity(fd uintptr) (int, error) { return unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }
+
+// localTimes reports whether path is on a file system of this machine's
+// whose change times its clock sets.
+func localTimes(path string) bool {
+	var fs unix.Statfs_t
+	if unix.Statfs(path, &fs) != nil {
+		return false
+	}
+	switch uint32(fs.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC, unix.SQUASHFS_MAGIC:
+		return true
+	}
+	return false
+}

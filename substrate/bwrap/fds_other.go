@@ -17,3 +17,6 @@ func pipeUnread(int) (int, error) { return 0, errors.ErrUnsupported }
 func bwrapAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func pipeCapacity(uintptr) (int, error) { return 0, errors.ErrUnsupported }
+
+// localTimes is false here: a check of the bwrap program is not remembered.
+func localTimes(string) bool { return false }

@@ -200,21 +200,6 @@ func (c *checked) settled() bool {
 	return true
 }
 
-// localTimes reports whether path is on a file system of this machine's
-// whose change times its clock sets.
-func localTimes(path string) bool {
-	var fs unix.Statfs_t
-	if unix.Statfs(path, &fs) != nil {
-		return false
-	}
-	switch uint32(fs.Type) {
-	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
-		unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC, unix.SQUASHFS_MAGIC:
-		return true
-	}
-	return false
-}
-
 // still reports whether what c saw is unchanged, and the workspace ws is
 // neither the program nor a directory above it.
 func (c *checked) still(ws string) bool {
