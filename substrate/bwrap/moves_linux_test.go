@@ -47,6 +47,19 @@ func countReads(t *testing.T) *atomic.Int64 {
 	return &reads
 }
 
+// firstLook waits, up to 10 s, for the watch to have read the table more
+// than from times: the run has started and its watch has looked. On a
+// loaded machine (two users' tests at once, under the race detector) a
+// run can take more than the few hundred milliseconds a test sleeps.
+func firstLook(t *testing.T, reads *atomic.Int64, from int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); reads.Load() <= from; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's watch did not look at its table within 10 s")
+		}
+	}
+}
+
 // runIn runs command in a sandbox of ws in the background; its outcome
 // comes on the channel.
 func runIn(t *testing.T, ws string, environ []string, command ...string) <-chan substrate.Outcome {
@@ -153,9 +166,11 @@ func TestTheWatchReadsAtTicksWhenTheEventsFail(t *testing.T) {
 	defer waitFails.Store(false)
 	ws, cfg := gitWorkspace(t)
 	done := runIn(t, ws, nil, "sleep", "10")
+	firstLook(t, reads, 0)
+	start := reads.Load()
 	time.Sleep(300 * time.Millisecond)
 	// 60 ticks: every one reads, and nothing more does.
-	if n := reads.Load(); n < 10 || n > 120 {
+	if n := reads.Load() - start; n < 10 || n > 120 {
 		t.Errorf("%d reads of the table in 300 ms, want one a tick", n)
 	}
 	if err := os.Rename(cfg, cfg+"~"); err != nil {
@@ -179,6 +194,7 @@ func TestAFloodOfRenamesSendsTheWatchBackToTicks(t *testing.T) {
 	ws, cfg := gitWorkspace(t)
 	flood := "import os\nopen('a','w').close()\nwhile True:\n os.rename('a','b'); os.rename('b','a')\n"
 	done := runIn(t, ws, nil, python, "-c", flood)
+	firstLook(t, reads, 0)
 	time.Sleep(500 * time.Millisecond)
 	before := reads.Load()
 	time.Sleep(300 * time.Millisecond)
@@ -201,7 +217,9 @@ func TestADirectorySwappedAsTheWatchIsMadeLeavesNoBlindSpot(t *testing.T) {
 	ws, cfg := gitWorkspace(t)
 	git := filepath.Join(ws, ".git")
 	var armed atomic.Bool
+	var reads atomic.Int64
 	watchFromTheFirstTick(t, func() {
+		reads.Add(1)
 		if armed.CompareAndSwap(true, false) {
 			// After the watch is made, before the read.
 			if err := os.Rename(git+"-aside", git); err != nil {
@@ -210,6 +228,7 @@ func TestADirectorySwappedAsTheWatchIsMadeLeavesNoBlindSpot(t *testing.T) {
 		}
 	})
 	done := runIn(t, ws, nil, "sleep", "10")
+	firstLook(t, &reads, 0)
 	time.Sleep(300 * time.Millisecond)
 	armed.Store(true)
 	if err := os.Rename(git, git+"-aside"); err != nil {
