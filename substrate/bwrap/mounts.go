@@ -356,8 +356,6 @@ func missing(want []string, table string) []string {
 // point as the table has it (escaped), or "".
 func mountPointField(line string) string { return mountinfo.Field(line, 4) }
 
-// stopped waits up to d for the watch to be ended.
-
 // tableBufs holds the buffers the watches read tables into (*[]byte).
 var tableBufs = sync.Pool{New: func() any { return new([]byte) }}
 
