@@ -1016,3 +1016,48 @@ func TestTrustedProgramRemembered(t *testing.T) {
 		t.Errorf("a directory above the program recorded as a workspace: %v", err)
 	}
 }
+
+// TestTrustedProgramRememberedAtOnce: checks of one program running at
+// once while harness state appears in a directory above it — a check
+// that began before may remember what it saw after — never pass it once
+// the state is there.
+func TestTrustedProgramRememberedAtOnce(t *testing.T) {
+	h := testenv.Harness(t)
+	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
+	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "p", "bin", "bwrap")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	defer func(was time.Duration) { settleFor = was }(settleFor)
+	settleFor = 0 // a directory's link count changes with the state made in it, whatever the clock
+	state := filepath.Join(dir, "p", ".efferent")
+	for round := range 50 {
+		os.Remove(state)
+		if _, err := trustedProgram(bin, "", h); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						trustedProgram(bin, "", h)
+					}
+				}
+			})
+		}
+		os.Mkdir(state, 0o700)
+		for range 20 {
+			if _, err := trustedProgram(bin, "", h); err == nil {
+				t.Errorf("round %d: passed with harness state above it", round)
+			}
+		}
+		close(stop)
+		wg.Wait()
+	}
+}
