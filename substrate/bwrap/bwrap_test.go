@@ -665,7 +665,10 @@ func TestRunRefusesWhatIsNotASandbox(t *testing.T) {
 
 // TestRunRefusesABwrapInTheWorkspace: a bwrap that an earlier command
 // planted in the workspace (found through a PATH entry like
-// <ws>/.local/bin, or through a symlink) is never run.
+// <ws>/.local/bin, or through a symlink) is never run, and the refused run
+// leaves nothing in the workspace or the state directory: harness state
+// made there, or a record of its runs, would mark it a workspace above
+// the bwrap of every later run (a workspace of /usr, or a bind of it).
 func TestRunRefusesABwrapInTheWorkspace(t *testing.T) {
 	ws := tempWorkspace(t)
 	marker := filepath.Join(t.TempDir(), "ran-on-the-host")
@@ -674,6 +677,14 @@ func TestRunRefusesABwrapInTheWorkspace(t *testing.T) {
 	os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755)
 	link := filepath.Join(t.TempDir(), "bwrap")
 	os.Symlink(filepath.Join(bin, "bwrap"), link)
+	defer func() {
+		if names, _ := os.ReadDir(ws); len(names) != 1 {
+			t.Errorf("the refused runs left %v in the workspace; want .local alone", names)
+		}
+		if _, err := os.Lstat(filepath.Join(testHarness.StateDir(), "runs", placeholder.Key(ws))); err == nil {
+			t.Errorf("the refused runs left a record of runs of the workspace")
+		}
+	}()
 	for _, spec := range []Spec{
 		{Environ: []string{"PATH=" + bin + ":/usr/bin:/bin"}},
 		{Bwrap: link},

@@ -263,9 +263,18 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// and loaded: bwrap starts first and waits for its options on a pipe.
 	sb := built
 	prep := make(chan error, 1)
+	// bwrap is found and checked by whichever needs it first: the build
+	// makes the workspace's harness state and its record of runs, never
+	// for a bwrap that may not run — a workspace that holds it (/usr, a
+	// bind of /) would be marked a workspace above bwrap for good.
+	program := sync.OnceValues(func() (string, error) { return binOf(s) })
 	if sb == nil {
 		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ), early: s.Policy.limits.BornLimited()}
 		go func() {
+			if _, err := program(); err != nil {
+				prep <- err
+				return
+			}
 			err := sb.build(s.Environ)
 			if err == nil {
 				sb.sendEarly()
@@ -296,7 +305,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			r.end()
 		}
 	}()
-	bin, err := binOf(s)
+	bin, err := program()
 	if err != nil {
 		return nil, err
 	}

@@ -35,10 +35,12 @@ func TrustedProgram(bin, ws string, h harness.Config) (string, error) {
 // the exec. It refuses a program that someone other than this user and
 // root could have put there, since cordon runs it on the host:
 //
-//   - one inside the workspace ws, or inside any directory that has been a
-//     cordon workspace — one this user's state directory has a record of
-//     runs for, or that holds harness state (of h, or the default names):
-//     a sandboxed command could have written it;
+//   - one inside the workspace ws, by its path or by its directory (a
+//     bind mount of a directory above the program is that directory), or
+//     inside any directory that has been a cordon workspace — one this
+//     user's state directory has a record of runs for, or that holds
+//     harness state (of h, or the default names): a sandboxed command
+//     could have written it;
 //   - one that is, or has a directory above it that is, owned by another
 //     user than root and this one, or writable by group or others (a
 //     sticky directory, such as /tmp, excepted: only the owner of an entry
@@ -94,6 +96,9 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 		}
 		return Unavailable(fmt.Errorf("refusing to run %s: %s; %s", real, why, fix))
 	}
+	inWorkspace := func(why string) error {
+		return Unavailable(fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why))
+	}
 	if ws != "" {
 		if abs, err := filepath.Abs(ws); err == nil {
 			ws = abs
@@ -102,9 +107,14 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			ws = r
 		}
 		if within(real, ws) {
-			return "", refuse("it is inside the workspace " + ws + ", where sandboxed commands write")
+			return "", inWorkspace("it is inside the workspace " + ws + ", where sandboxed commands write")
 		}
 	}
+	// And wherever its path leads: a bind mount of a directory above the
+	// program (of /usr, of /) is that directory under another path, and
+	// the sandbox binds it writable.
+	var wsSt unix.Stat_t
+	wsKnown := ws != "" && unix.Stat(ws, &wsSt) == nil
 	// What the check sees, remembered if it passes (see checked): the
 	// workspace records, looked at before the program and its
 	// directories, so that a record made meanwhile is seen by a later
@@ -118,6 +128,9 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			return "", refuse(fmt.Sprintf("cannot inspect %s: %v", p, err))
 		}
 		c.paths, c.chain = append(c.paths, p), append(c.chain, st)
+		if wsKnown && st.Dev == wsSt.Dev && st.Ino == wsSt.Ino {
+			return "", inWorkspace(fmt.Sprintf("the workspace %s is %s under another path (a bind mount), where sandboxed commands write", ws, p))
+		}
 		if st.Uid != 0 && st.Uid != euid {
 			return "", refuse(fmt.Sprintf("%s belongs to uid %d, who could replace it", p, st.Uid))
 		}
