@@ -600,9 +600,47 @@ type entryID struct{ dev, ino uint64 }
 // workspace at the same time can take the entry away (its own quarantine
 // does), and this run put another in its place. P is reached without
 // following a symlink, as git reaches it.
-func (p *Protected) Quarantine() ([]string, error) {
+func (p *Protected) Quarantine() ([]string, error) { return p.readIndex().quarantine() }
+
+// A QuarantineRead is what the index and the git directory held once a
+// run was over ([Protected.ReadQuarantine]); [QuarantineRead.Notes]
+// quarantines it. The reading moves nothing, so it can go on beside what
+// must come before any move (a last look at the sandbox's mounts, which a
+// moved entry would change); the moves look at each entry again.
+type QuarantineRead struct {
+	index     indexRead
+	sequences []string // notes of the sequences the run left
+}
+
+// ReadQuarantine reads what [Protected.QuarantineNotes] would quarantine.
+// Call it once every process of the run is gone.
+func (p *Protected) ReadQuarantine() *QuarantineRead {
+	return &QuarantineRead{index: p.readIndex(), sequences: p.sequencesLeft()}
+}
+
+// Notes quarantines what was read, as [Protected.QuarantineNotes] does.
+func (q *QuarantineRead) Notes() []string {
+	notes, err := q.index.quarantine()
+	if err != nil {
+		notes = append(notes, "after the run: "+err.Error())
+	}
+	return append(notes, q.sequences...)
+}
+
+// indexRead is the first part of [Protected.Quarantine]: the submodules
+// the index names now, and why the index itself must go, if it must.
+type indexRead struct {
+	p       *Protected
+	links   []string        // relative to the workspace, then the nested submodules
+	known   map[string]bool // a submodule of the set, trusted
+	why     string
+	readErr error
+}
+
+func (p *Protected) readIndex() indexRead {
+	q := indexRead{p: p}
 	if p.index == "" {
-		return nil, nil
+		return q
 	}
 	// Read whatever its stat says: a tool's writes through a shared
 	// mapping of the index change its change time once before writeback
@@ -610,7 +648,8 @@ func (p *Protected) Quarantine() ([]string, error) {
 	// submodule.
 	read, err := gitlinks(p.index, p.hashSize)
 	if err != nil {
-		return p.quarantineIndex(fmt.Sprintf("it cannot be read for the submodules git would enter (%v)", err))
+		q.readErr = err
+		return q
 	}
 	links := p.inWorkspace(read)
 	known := make(map[string]bool, len(p.gitlinks)+len(p.nested))
@@ -642,7 +681,7 @@ func (p *Protected) Quarantine() ([]string, error) {
 	}
 	links = append(slices.Clip(links), p.nested...)
 	if len(links) == 0 {
-		return nil, nil
+		return q
 	}
 	// Why the index itself must go, if it must: it names more than later
 	// runs can mount, or a submodule by a path cordon does not follow, or
@@ -654,6 +693,19 @@ func (p *Protected) Quarantine() ([]string, error) {
 		// Each is a read-only mount point of every later run: thousands
 		// would keep them from starting.
 		why = fmt.Sprintf("it names %d submodules it did not name before the run (%d in all, %d new directories on their way), over the %d a run may add or the %d an index may name", added, total, len(mounts), maxAddedGitlinks, maxGitlinks)
+	}
+	q.links, q.known, q.why = links, known, why
+	return q
+}
+
+// quarantine moves what q found: the second part of [Protected.Quarantine].
+func (q indexRead) quarantine() ([]string, error) {
+	p, links, known, why := q.p, q.links, q.known, q.why
+	if q.readErr != nil {
+		return p.quarantineIndex(fmt.Sprintf("it cannot be read for the submodules git would enter (%v)", q.readErr))
+	}
+	if len(links) == 0 {
+		return nil, nil
 	}
 	root, err := dirfd.Open(p.root)
 	if err != nil {
@@ -852,13 +904,7 @@ func userWritable(fd int) {
 // the notes of a result, a failure last ("after the run: ..."). Every
 // front end and substrate that lets a run write calls it once the run is
 // over.
-func (p *Protected) QuarantineNotes() []string {
-	notes, err := p.Quarantine()
-	if err != nil {
-		notes = append(notes, "after the run: "+err.Error())
-	}
-	return append(notes, p.sequencesLeft()...)
-}
+func (p *Protected) QuarantineNotes() []string { return p.ReadQuarantine().Notes() }
 
 // sequenceDirs are the directories of a git directory that hold a rebase,
 // am, cherry-pick or revert in progress: its continue (git rebase

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/limits"
 	"github.com/cordon-run/cordon/internal/proc"
 	"github.com/cordon-run/cordon/substrate"
@@ -144,9 +145,13 @@ type running struct {
 	stopInitGone func()
 	// quarantined is set once endSession, on the mount watch, has
 	// quarantined what the run left in the git index, and quarantine
-	// holds its notes (false: finish quarantines).
+	// holds its notes (false: finish quarantines). indexRead reads what
+	// is to be quarantined, once: finish reads it beside the watch's
+	// last look (its moves must wait for that look; its reading need
+	// not).
 	quarantined bool
 	quarantine  []string
+	indexRead   func() *harness.QuarantineRead
 	// sessionEnded is closed once the placeholder session that
 	// endSession took is ended (nil: end ends it).
 	sessionEnded chan struct{}
@@ -179,7 +184,7 @@ func (r *running) endSession() {
 	if sess == nil {
 		return
 	}
-	r.quarantine, r.quarantined = r.sb.quarantineNotes(), true
+	r.quarantine, r.quarantined = r.quarantineNotes(), true
 	r.sessionEnded = make(chan struct{})
 	go func() {
 		defer close(r.sessionEnded)
@@ -190,12 +195,21 @@ func (r *running) endSession() {
 // quarantineNotes quarantines what the run left in the git index
 // ([harness.Protected.QuarantineNotes]); call it once every process of
 // the run is gone, and before the run's placeholder session ends.
-func (s *Sandbox) quarantineNotes() []string {
+func (r *running) quarantineNotes() []string {
 	if quarantineHook != nil {
 		quarantineHook()
 	}
+	if q := r.indexRead(); q != nil {
+		return q.Notes()
+	}
+	return nil
+}
+
+// readIndex is a run's indexRead: call it once every process of the run
+// is gone.
+func (s *Sandbox) readIndex() *harness.QuarantineRead {
 	if p := s.Protected(); p != nil {
-		return p.QuarantineNotes()
+		return p.ReadQuarantine()
 	}
 	return nil
 }
@@ -297,7 +311,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			made <- g
 		}()
 	}
-	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep })}
+	r := &running{s: s, sb: sb, prepared: sync.OnceValue(func() error { return <-prep }), indexRead: sync.OnceValue(sb.readIndex)}
 	group := sync.OnceValue(func() *limits.Group { return <-made })
 	defer func() {
 		if err != nil {
@@ -527,9 +541,10 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	watch := r.watchMounts()
 	o := r.t.Wait(ctx)
 	// Every process of the run is gone: what the limits saw is final (a
-	// pread of each counter, opened with the cgroups). Read while the
-	// watch takes its last look.
+	// pread of each counter, opened with the cgroups), and so is the git
+	// index. Read while the watch takes its last look.
 	limited := r.grp.Notes()
+	r.indexRead()
 	changed := watch.done()
 	// So is what the run left in the index, quarantined by endSession
 	// when the watch ended the session (done orders it before this),
@@ -537,7 +552,7 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	if r.quarantined {
 		o.Notes = r.quarantine
 	} else {
-		o.Notes = r.sb.quarantineNotes()
+		o.Notes = r.quarantineNotes()
 	}
 	o.Notes = append(o.Notes, limited...)
 	if len(changed) > 0 {
