@@ -245,6 +245,33 @@ func (t *Table) find(id uint64) (string, bool) {
 	return "", false
 }
 
+// A Mount is a mount of a table: where it is mounted, and the place of
+// its root.
+type Mount struct {
+	Point string
+	Root  Place
+}
+
+// Below returns the mounts of t mounted strictly below the directory dir
+// (a path of this mount namespace), but those whose root is deleted.
+func (t *Table) Below(dir string) []Mount {
+	var out []Mount
+	for rest := t.text; rest != ""; {
+		line, next, _ := strings.Cut(rest, "\n")
+		rest = next
+		point := Unescape(Field(line, 4))
+		if r, ok := below(point, dir); !ok || r == "" {
+			continue
+		}
+		root := Unescape(Field(line, 3))
+		if strings.HasSuffix(root, "//deleted") || !strings.HasPrefix(root, "/") {
+			continue
+		}
+		out = append(out, Mount{Point: point, Root: Place{Dev: Field(line, 2), Path: root}})
+	}
+	return out
+}
+
 // below returns the part of path below the mount point point ("" at it).
 func below(path, point string) (string, bool) {
 	if path == point {

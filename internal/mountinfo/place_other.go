@@ -24,3 +24,13 @@ func (t *Table) Of(path string) (Place, error) { return Place{}, ErrUnsupported 
 
 // OfFD is not told on this system.
 func (t *Table) OfFD(fd int) (Place, error) { return Place{}, ErrUnsupported }
+
+// A Mount is a mount of a table: where it is mounted, and the place of
+// its root.
+type Mount struct {
+	Point string
+	Root  Place
+}
+
+// Below returns nothing: places are Linux's.
+func (t *Table) Below(dir string) []Mount { return nil }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/mountinfo"
 	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/refusal"
 )
@@ -120,6 +121,7 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 	// directories, so that a record made meanwhile is seen by a later
 	// check.
 	c := &checked{real: real, at: time.Now(), runsPath: runsDir(h)} // the clock read before anything is looked at
+	gen, genKnown := mountGeneration()                              // and the mounts' count, before the table is read
 	runsErr := unix.Lstat(c.runsPath, &c.runs)
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
@@ -141,6 +143,15 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands may have run", p))
 		}
 		if p == "/" {
+			if wsKnown {
+				dir, via, err := exposedIn(ws, c.paths[1:])
+				if dir != "" {
+					return "", inWorkspace(exposure(dir, via, ws))
+				}
+				if err == nil && genKnown {
+					c.workspaces.Store(ws, seenWorkspace{dev: uint64(wsSt.Dev), ino: uint64(wsSt.Ino), gen: gen})
+				}
+			}
 			if (runsErr == nil || errors.Is(runsErr, unix.ENOENT)) && bin == real && c.settled() {
 				checkedPrograms.Store(key, c)
 			}
@@ -185,7 +196,22 @@ type checked struct {
 	chain    []unix.Stat_t // as lstat saw them
 	runsPath string
 	runs     unix.Stat_t // the runs directory (zero: there was none)
+	// workspaces holds the workspaces found to expose none of the
+	// program's directories (path → seenWorkspace): good while the
+	// workspace is the same directory and its mount namespace has
+	// mounted and unmounted nothing.
+	workspaces sync.Map
 }
+
+type seenWorkspace struct {
+	dev uint64
+	ino uint64
+	gen mountGen
+}
+
+// A mountGen is a mount namespace (its inode) and the count of the times
+// it was seen to mount or unmount something ([mountGeneration]).
+type mountGen struct{ ns, count uint64 }
 
 // settleFor is how much older than the check's start every change time
 // it saw must be for the check to be remembered; a variable for tests
@@ -243,8 +269,67 @@ func (c *checked) still(ws string) bool {
 				return false
 			}
 		}
+		// Nor exposes one by a mount (looked at again when the
+		// namespace has mounted or unmounted anything since).
+		gen, ok := mountGeneration()
+		if !ok {
+			return false
+		}
+		if v, ok := c.workspaces.Load(ws); ok {
+			if w := v.(seenWorkspace); w.dev == uint64(st.Dev) && w.ino == uint64(st.Ino) && w.gen == gen {
+				return true
+			}
+		}
+		dir, _, err := exposedIn(ws, c.paths[1:])
+		if dir != "" || err != nil {
+			return false
+		}
+		c.workspaces.Store(ws, seenWorkspace{dev: uint64(st.Dev), ino: uint64(st.Ino), gen: gen})
 	}
 	return true
+}
+
+// exposedIn returns the first of dirs (the directories above a program,
+// "/" last) that the workspace ws lets a sandboxed command write, and
+// the mount point it is reached through: one that is ws, or lies below
+// it, in its file system — ws reached by another path (a bind mount of
+// ws, or of a directory above it), or a directory of ws on the program's
+// path (a bind mount of it) — or that is, or lies below, the root of a
+// mount inside ws (bwrap binds the workspace with every mount below it).
+// Compared by place ([mountinfo.Place]): the file system and the path in
+// it. An error means the places cannot be told (a kernel before 5.8):
+// nothing is refused for them.
+func exposedIn(ws string, dirs []string) (dir, via string, err error) {
+	t, err := mountinfo.Read()
+	if err != nil {
+		return "", "", err
+	}
+	wsPlace, err := t.Of(ws)
+	if err != nil {
+		return "", "", err
+	}
+	roots := append([]mountinfo.Mount{{Point: ws, Root: wsPlace}}, t.Below(ws)...)
+	for _, d := range dirs {
+		place, err := t.Of(d)
+		if err != nil {
+			return "", "", err
+		}
+		for _, m := range roots {
+			if place == m.Root || place.Within(m.Root) {
+				return d, m.Point, nil
+			}
+		}
+	}
+	return "", "", nil
+}
+
+// exposure says how the workspace ws exposes dir, through the mount point
+// via ([exposedIn]).
+func exposure(dir, via, ws string) string {
+	if via == ws {
+		return fmt.Sprintf("%s, a directory above it, is the workspace %s or lies in it under another path (a bind mount), where sandboxed commands write", dir, ws)
+	}
+	return fmt.Sprintf("%s, a directory above it, is writable in the sandbox through %s, a mount inside the workspace %s", dir, via, ws)
 }
 
 // sameInode reports whether a and b are the same inode, unchanged.
