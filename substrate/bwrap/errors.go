@@ -43,6 +43,10 @@ type Error struct {
 func (e *Error) Error() string {
 	switch e.Err {
 	case ErrUnavailable:
+		if e.detail == workspaceExposes && e.Cause != nil {
+			// Not bubblewrap's absence: the fix is another workspace.
+			return fmt.Sprintf("sandbox requested, but bubblewrap may not run for the workspace %s (%v)", e.Root, e.Cause)
+		}
 		if e.Cause != nil {
 			return fmt.Sprintf("%s (%v)", UnavailableMessage, e.Cause)
 		}
@@ -73,6 +77,10 @@ func (e *Error) Unwrap() []error {
 	}
 	return []error{e.Err, e.Cause}
 }
+
+// workspaceExposes is the detail of an [ErrUnavailable] whose cause is
+// the workspace: it would let sandboxed commands write the program.
+const workspaceExposes = "the workspace exposes the program"
 
 // Unavailable returns the [ErrUnavailable] error for the reason seen.
 func Unavailable(reason error) error {

@@ -98,7 +98,8 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 		return Unavailable(fmt.Errorf("refusing to run %s: %s; %s", real, why, fix))
 	}
 	inWorkspace := func(why string) error {
-		return Unavailable(fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why))
+		return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
+			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why)}
 	}
 	if ws != "" {
 		if abs, err := filepath.Abs(ws); err == nil {
