@@ -418,7 +418,7 @@ func TestAGitlinkWrittenThroughAMappingIsQuarantined(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("mounting a tmpfs for the workspace needs root (the root lane runs this)")
 		}
-		if !privateMounts(t) {
+		if !testenv.PrivateMounts(t) {
 			return
 		}
 		substrates(t, func(t *testing.T, sub string) {

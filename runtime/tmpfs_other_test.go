@@ -4,7 +4,6 @@ package runtime_test
 
 import "testing"
 
-func privateMounts(t *testing.T) bool { t.Skip("mount namespaces are Linux's"); return false }
 
 func mountTmpfs(t *testing.T, dir string) { t.Skip("tmpfs mounts are Linux's") }
 

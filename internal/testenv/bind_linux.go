@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -40,4 +42,33 @@ func WithBind(t testing.TB, dir, alias string, fn func()) {
 		fn()
 	}()
 	<-done
+}
+
+// privateMountsEnv marks the test process PrivateMounts started.
+const privateMountsEnv = "CORDON_TEST_PRIVATE_MOUNTS"
+
+// PrivateMounts reports whether the test runs in a mount namespace of its
+// own. When it does not, it runs the test again in one (a process of
+// this test binary, its mounts private) and reports false: a mount the
+// test makes must not reach the host, nor the sandboxes of the tests
+// running beside it, whose mount watch stops a run a writable mount comes
+// into. Root alone (the test is skipped otherwise).
+func PrivateMounts(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(privateMountsEnv) != "" {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("a mount namespace of the test's own, for its mounts, needs root")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), privateMountsEnv+"=1")
+	// Go makes every mount of the new namespace private, as unshare(1).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a mount namespace of its own: %v\n%s", t.Name(), err, out)
+	}
+	t.Logf("in a mount namespace of its own:\n%s", out)
+	return false
 }

@@ -282,6 +282,17 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// for a bwrap that may not run — a workspace that holds it (/usr, a
 	// bind of /) would be marked a workspace above bwrap for good.
 	program := sync.OnceValues(func() (string, error) { return binOf(s) })
+	// Whether the workspace lets a sandboxed command write a directory
+	// above bwrap through a mount ([exposes]): asked beside bwrap's
+	// start (the build's goroutine asks once the options are sent), and
+	// waited for before the sandbox is released.
+	exposure := sync.OnceValue(func() error {
+		real, err := program()
+		if err != nil {
+			return nil // refused already
+		}
+		return exposes(real, s.Policy.Workspace())
+	})
 	if sb == nil {
 		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ), early: s.Policy.limits.BornLimited()}
 		go func() {
@@ -294,6 +305,7 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 				sb.sendEarly()
 			}
 			prep <- err
+			exposure()
 		}()
 	} else {
 		prep <- nil
@@ -442,6 +454,11 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		if err := boundInit(rec.ChildPID, s.Policy.limits); err != nil {
 			t.Kill() // never released: the command does not start
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
+			break
+		}
+		if err := exposure(); err != nil {
+			t.Kill() // never released: the command does not start
+			refused = err
 			break
 		}
 		// Noted before the release: should this process die from now

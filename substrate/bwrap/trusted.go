@@ -20,10 +20,14 @@ import (
 
 // TrustedProgram resolves a program cordon runs on the host for a
 // sandbox (bubblewrap, an OCI runtime) and returns the path to run, as
-// trustedProgram does for bwrap; a refusal is an [ErrUnavailable].
-// Its message names that program, not bubblewrap.
+// trustedProgram does for bwrap, and refuses it too where the workspace
+// exposes it through a mount ([exposes]); a refusal is an
+// [ErrUnavailable]. Its message names that program, not bubblewrap.
 func TrustedProgram(bin, ws string, h harness.Config) (string, error) {
 	real, err := trustedProgram(bin, ws, h)
+	if err == nil {
+		err = exposes(real, ws)
+	}
 	var e *Error
 	if errors.As(err, &e) && e.Cause != nil {
 		return "", refusal.Errorf(refusal.SandboxUnavailable, "%v", e.Cause)
@@ -122,7 +126,6 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 	// directories, so that a record made meanwhile is seen by a later
 	// check.
 	c := &checked{real: real, at: time.Now(), runsPath: runsDir(h)} // the clock read before anything is looked at
-	gen, genKnown := mountGeneration()                              // and the mounts' count, before the table is read
 	runsErr := unix.Lstat(c.runsPath, &c.runs)
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
@@ -144,15 +147,6 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			return "", refuse(fmt.Sprintf("it is inside %s, a workspace where sandboxed commands may have run", p))
 		}
 		if p == "/" {
-			if wsKnown {
-				dir, via, err := exposedIn(ws, c.paths[1:])
-				if dir != "" {
-					return "", inWorkspace(exposure(dir, via, ws))
-				}
-				if err == nil && genKnown {
-					c.workspaces.Store(ws, seenWorkspace{dev: uint64(wsSt.Dev), ino: uint64(wsSt.Ino), gen: gen})
-				}
-			}
 			if (runsErr == nil || errors.Is(runsErr, unix.ENOENT)) && bin == real && c.settled() {
 				checkedPrograms.Store(key, c)
 			}
@@ -197,17 +191,6 @@ type checked struct {
 	chain    []unix.Stat_t // as lstat saw them
 	runsPath string
 	runs     unix.Stat_t // the runs directory (zero: there was none)
-	// workspaces holds the workspaces found to expose none of the
-	// program's directories (path → seenWorkspace): good while the
-	// workspace is the same directory and its mount namespace has
-	// mounted and unmounted nothing.
-	workspaces sync.Map
-}
-
-type seenWorkspace struct {
-	dev uint64
-	ino uint64
-	gen mountGen
 }
 
 // A mountGen is a mount namespace (its inode) and the count of the times
@@ -270,24 +253,70 @@ func (c *checked) still(ws string) bool {
 				return false
 			}
 		}
-		// Nor exposes one by a mount (looked at again when the
-		// namespace has mounted or unmounted anything since).
-		gen, ok := mountGeneration()
-		if !ok {
-			return false
-		}
-		if v, ok := c.workspaces.Load(ws); ok {
-			if w := v.(seenWorkspace); w.dev == uint64(st.Dev) && w.ino == uint64(st.Ino) && w.gen == gen {
-				return true
-			}
-		}
-		dir, _, err := exposedIn(ws, c.paths[1:])
-		if dir != "" || err != nil {
-			return false
-		}
-		c.workspaces.Store(ws, seenWorkspace{dev: uint64(st.Dev), ino: uint64(st.Ino), gen: gen})
 	}
 	return true
+}
+
+// exposes returns the refusal of the program real (a path [checkProgram]
+// passed) for the workspace ws when ws lets a sandboxed command write a
+// directory above it through a mount ([exposedIn]); nil when it does not,
+// or when that cannot be told (a kernel before 5.8). What it found is
+// remembered per program and workspace while the workspace is the same
+// directory and its mount namespace has mounted and unmounted nothing.
+//
+// A run looks before its sandbox is released, not before bwrap starts:
+// what this refuses is this run's command writing the program, and every
+// run before it looked too. (The workspace that is a directory above the
+// program by another path, [checkProgram] refuses before anything runs:
+// the run would make its harness state there.)
+func exposes(real, ws string) error {
+	if ws == "" {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Stat(ws, &st) != nil {
+		return nil // no workspace: the run fails for that
+	}
+	gen, genKnown := mountGeneration() // before the table is read
+	key := real + "\x00" + ws
+	if v, ok := exposures.Load(key); ok && genKnown {
+		if w := v.(seenWorkspace); w.dev == uint64(st.Dev) && w.ino == uint64(st.Ino) && w.gen == gen {
+			return nil
+		}
+	}
+	var dirs []string
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	if exposureLookHook != nil {
+		exposureLookHook()
+	}
+	dir, via, err := exposedIn(ws, dirs)
+	if dir != "" {
+		return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
+			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, exposure(dir, via, ws))}
+	}
+	if err == nil && genKnown {
+		exposures.Store(key, seenWorkspace{dev: uint64(st.Dev), ino: uint64(st.Ino), gen: gen})
+	}
+	return nil
+}
+
+// exposureLookHook, set by tests alone, runs as [exposes] reads the table
+// of mounts.
+var exposureLookHook func()
+
+// exposures holds, per program and workspace (real NUL ws), a workspace
+// [exposes] found to expose nothing.
+var exposures sync.Map
+
+type seenWorkspace struct {
+	dev uint64
+	ino uint64
+	gen mountGen
 }
 
 // exposedIn returns the first of dirs (the directories above a program,

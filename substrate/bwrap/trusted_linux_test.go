@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,12 +51,11 @@ func TestTrustedProgramUnderABind(t *testing.T) {
 }
 
 // TestTrustedProgramThroughAMount: a workspace that lets a sandboxed
-// command write a directory above the program through a mount is refused
-// — a bind of that directory inside the workspace (bwrap binds the
-// workspace with every mount below it), or the program's own path through
-// a bind of a directory of the workspace — by the whole check, and by a
-// check that remembers the program, also when the mount comes after the
-// workspace was found to expose nothing.
+// command write a directory above the program through a mount — a bind of
+// that directory inside the workspace (bwrap binds the workspace with
+// every mount below it), or the program's own path through a bind of a
+// directory of the workspace — is refused, and what was found is looked
+// at again once the mount namespace has mounted anything.
 func TestTrustedProgramThroughAMount(t *testing.T) {
 	h := testenv.Harness(t)
 	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
@@ -65,11 +65,9 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 	bin := filepath.Join(top, "bin", "bwrap")
 	os.MkdirAll(filepath.Dir(bin), 0o755)
 	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
-	defer func(was time.Duration) { settleFor = was }(settleFor)
-	settleFor = 0 // remembered at once
 	refused := func(what, prog, ws, why string) {
 		t.Helper()
-		_, err := trustedProgram(prog, ws, h)
+		_, err := TrustedProgram(prog, ws, h)
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v; want ErrUnavailable: %s", what, err, why)
 		}
@@ -82,11 +80,7 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 		inside := filepath.Join(ws, "tools")
 		os.Mkdir(inside, 0o755)
 		testenv.WithBind(t, above, inside, func() {
-			for _, first := range []string{ws, ""} {
-				checkedPrograms.Clear()
-				trustedProgram(bin, first, h)
-				refused("a bind of "+above+" inside the workspace (after a check with workspace "+first+")", bin, ws, "a mount inside the workspace")
-			}
+			refused("a bind of "+above+" inside the workspace", bin, ws, "a mount inside the workspace")
 		})
 	}
 
@@ -98,12 +92,7 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 	alias := filepath.Join(dir, "opt")
 	os.Mkdir(alias, 0o755)
 	testenv.WithBind(t, filepath.Join(ws, "tools"), alias, func() {
-		prog := filepath.Join(alias, "bin", "bwrap")
-		for _, first := range []string{ws, ""} {
-			checkedPrograms.Clear()
-			trustedProgram(prog, first, h)
-			refused("the program through a bind of a directory of the workspace (after a check with workspace "+first+")", prog, ws, "under another path")
-		}
+		refused("the program through a bind of a directory of the workspace", filepath.Join(alias, "bin", "bwrap"), ws, "under another path")
 	})
 
 	// A workspace found to expose nothing, then a mount inside it.
@@ -111,22 +100,67 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 	inside := filepath.Join(later, "tools")
 	os.Mkdir(inside, 0o755)
 	testenv.WithBind(t, later, later, func() { // a mount namespace of this thread
-		checkedPrograms.Clear()
-		full := 0
-		fullCheckHook = func() { full++ }
-		defer func() { fullCheckHook = nil }()
+		looks := 0
+		exposureLookHook = func() { looks++ }
+		defer func() { exposureLookHook = nil }()
 		for range 2 {
-			if _, err := trustedProgram(bin, later, h); err != nil {
+			if err := exposes(bin, later); err != nil {
 				t.Errorf("a workspace beside the program: %v", err)
 			}
 		}
-		if full != 1 {
-			t.Errorf("%d whole checks of a workspace checked twice; want one (the second remembered)", full)
+		if looks != 1 {
+			t.Errorf("%d looks at the mounts of a workspace asked about twice; want one (the second remembered)", looks)
 		}
 		if err := unix.Mount(top, inside, "", unix.MS_BIND, ""); err != nil {
 			t.Errorf("bind mount: %v", err)
 			return
 		}
-		refused("a bind of "+top+" made inside the workspace after it was checked", bin, later, "a mount inside the workspace")
+		if err := exposes(bin, later); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "a mount inside the workspace") {
+			t.Errorf("a bind of %s made inside the workspace after it was asked about: %v", top, err)
+		}
 	})
+}
+
+// TestARunDoesNotStartWhereTheWorkspaceExposesBwrap: a run whose
+// workspace holds a bind of bwrap's directory is refused before its
+// sandbox is released — its command never runs — and says why.
+func TestARunDoesNotStartWhereTheWorkspaceExposesBwrap(t *testing.T) {
+	needBwrap(t)
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	real, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
+	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "bin", "bwrap")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	tools := filepath.Join(ws, "tools")
+	os.Mkdir(tools, 0o755)
+	if err := unix.Mount(dir, tools, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+	marker := filepath.Join(t.TempDir(), "ran")
+	_, err = Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"touch", marker}, Timeout: 10 * time.Second})
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "a mount inside the workspace") {
+		t.Errorf("Run = %v; want ErrUnavailable naming the mount inside the workspace", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran")
+	}
+	if after, _ := os.ReadFile(bin); string(after) != string(data) {
+		t.Errorf("bwrap changed")
+	}
 }
