@@ -34,3 +34,6 @@ type Mount struct {
 
 // Below returns nothing: places are Linux's.
 func (t *Table) Below(dir string) []Mount { return nil }
+
+// PlaceOf is not told on this system.
+func (t *Table) PlaceOf(path string) (Place, error) { return Place{}, ErrUnsupported }

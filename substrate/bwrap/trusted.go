@@ -334,13 +334,13 @@ func exposedIn(ws string, dirs []string) (dir, via string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	wsPlace, err := t.Of(ws)
+	wsPlace, err := t.PlaceOf(ws)
 	if err != nil {
 		return "", "", err
 	}
 	roots := append([]mountinfo.Mount{{Point: ws, Root: wsPlace}}, t.Below(ws)...)
 	for _, d := range dirs {
-		place, err := t.Of(d)
+		place, err := t.PlaceOf(d)
 		if err != nil {
 			return "", "", err
 		}
