@@ -14,19 +14,28 @@ import (
 	"github.com/cordon-run/cordon/internal/testenv"
 )
 
+// usrProgram makes dir/usr/bin/bwrap, a program in a directory of
+// /var/tmp (a file system whose change times this machine sets), removed
+// when the test ends, and returns dir, dir/usr and the program.
+func usrProgram(t *testing.T) (dir, top, bin string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
+	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	top = filepath.Join(dir, "usr")
+	bin = filepath.Join(top, "bin", "bwrap")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	return dir, top, bin
+}
+
 // TestTrustedProgramUnderABind: a workspace that is a directory above the
 // program under another path (a bind mount of it: of /usr, of /) is
 // refused as the workspace's own path would be, by the whole check and
 // by a check that remembers the program passed before.
 func TestTrustedProgramUnderABind(t *testing.T) {
 	h := testenv.Harness(t)
-	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
-	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	top := filepath.Join(dir, "usr")
-	bin := filepath.Join(top, "bin", "bwrap")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	_, top, bin := usrProgram(t)
 	defer func(was time.Duration) { settleFor = was }(settleFor)
 	settleFor = 0 // remembered at once: the second check of each pair goes by what the first saw
 	for _, above := range []string{top, filepath.Dir(bin)} {
@@ -58,13 +67,7 @@ func TestTrustedProgramUnderABind(t *testing.T) {
 // at again once the mount namespace has mounted anything.
 func TestTrustedProgramThroughAMount(t *testing.T) {
 	h := testenv.Harness(t)
-	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
-	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	top := filepath.Join(dir, "usr")
-	bin := filepath.Join(top, "bin", "bwrap")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	dir, top, bin := usrProgram(t)
 	refused := func(what, prog, ws, why string) {
 		t.Helper()
 		_, err := TrustedProgram(prog, ws, h)
