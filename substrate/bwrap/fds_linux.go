@@ -3,7 +3,6 @@ package bwrap
 import (
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"unsafe"
 
@@ -96,54 +95,4 @@ func localTimes(path string) bool {
 		return true
 	}
 	return false
-}
-
-// mountEvents holds, per mount namespace (by its inode), a descriptor of
-// its table, whose POLLPRI says that the namespace mounted or unmounted
-// something since it was last asked ([nsEvent]), and how many times it
-// said so: what a check remembers of the mounts is good while that count
-// stays. Kept for the life of the process: a namespace is one descriptor,
-// and a process's threads use few.
-var mountEvents struct {
-	mu sync.Mutex
-	ns map[uint64]*nsEvents
-}
-
-type nsEvents struct {
-	fd    int
-	count uint64
-}
-
-// maxMountEvents bounds the namespaces mountEvents keeps.
-const maxMountEvents = 64
-
-// mountGeneration returns the calling thread's mount namespace and the
-// count of the times it was seen to mount or unmount something; false
-// when it cannot be told.
-func mountGeneration() (mountGen, bool) {
-	var st unix.Stat_t
-	if unix.Stat("/proc/thread-self/ns/mnt", &st) != nil {
-		return mountGen{}, false
-	}
-	mountEvents.mu.Lock()
-	defer mountEvents.mu.Unlock()
-	e := mountEvents.ns[st.Ino]
-	if e == nil {
-		if len(mountEvents.ns) >= maxMountEvents {
-			return mountGen{}, false
-		}
-		fd, err := unix.Open("/proc/thread-self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return mountGen{}, false
-		}
-		if mountEvents.ns == nil {
-			mountEvents.ns = map[uint64]*nsEvents{}
-		}
-		e = &nsEvents{fd: fd}
-		mountEvents.ns[st.Ino] = e
-	}
-	if nsEvent(e.fd) {
-		e.count++
-	}
-	return mountGen{ns: st.Ino, count: e.count}, true
 }

@@ -20,6 +20,3 @@ func pipeCapacity(uintptr) (int, error) { return 0, errors.ErrUnsupported }
 
 // localTimes is false here: a check of the bwrap program is not remembered.
 func localTimes(string) bool { return false }
-
-// mountGeneration cannot be told here.
-func mountGeneration() (mountGen, bool) { return mountGen{}, false }

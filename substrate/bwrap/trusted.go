@@ -193,10 +193,6 @@ type checked struct {
 	runs     unix.Stat_t // the runs directory (zero: there was none)
 }
 
-// A mountGen is a mount namespace (its inode) and the count of the times
-// it was seen to mount or unmount something ([mountGeneration]).
-type mountGen struct{ ns, count uint64 }
-
 // settleFor is how much older than the check's start every change time
 // it saw must be for the check to be remembered; a variable for tests
 // alone. A change made after the check looked gets a change time of at
@@ -258,78 +254,55 @@ func (c *checked) still(ws string) bool {
 }
 
 // exposes returns the refusal of the program real (a path [checkProgram]
-// passed) for the workspace ws when ws lets a sandboxed command write a
-// directory above it through a mount ([exposedIn]); nil when it does not,
-// or when that cannot be told (a kernel before 5.8). What it found is
-// remembered per program and workspace while the workspace is the same
-// directory and its mount namespace has mounted and unmounted nothing.
+// passed) for the workspace ws when ws lets a sandboxed command write the
+// program, or a directory above it, through a mount ([exposedIn]); nil
+// when it does not, or when the kernel cannot tell (before 5.8). Asked
+// anew every time: a directory holding a mount, renamed into the
+// workspace by the host, moves the mount with no event of the namespace.
 //
-// A run looks before its sandbox is released, not before bwrap starts:
+// A run asks before its sandbox is released, not before bwrap starts:
 // what this refuses is this run's command writing the program, and every
-// run before it looked too. (The workspace that is a directory above the
+// run before it asked too. (The workspace that is a directory above the
 // program by another path, [checkProgram] refuses before anything runs:
 // the run would make its harness state there.)
 func exposes(real, ws string) error {
 	if ws == "" {
 		return nil
 	}
-	var st unix.Stat_t
-	if unix.Stat(ws, &st) != nil {
-		return nil // no workspace: the run fails for that
-	}
-	gen, genKnown := mountGeneration() // before the table is read
-	key := real + "\x00" + ws
-	if v, ok := exposures.Load(key); ok && genKnown {
-		if w := v.(seenWorkspace); w.dev == uint64(st.Dev) && w.ino == uint64(st.Ino) && w.gen == gen {
-			return nil
-		}
-	}
-	var dirs []string
+	paths := []string{real}
 	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
-		dirs = append(dirs, d)
+		paths = append(paths, d)
 		if d == "/" || d == "." {
 			break
 		}
 	}
-	if exposureLookHook != nil {
-		exposureLookHook()
-	}
-	dir, via, err := exposedIn(ws, dirs)
-	if dir != "" {
+	refuse := func(why string) error {
 		return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
-			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, exposure(dir, via, ws))}
+			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why)}
 	}
-	if err == nil && genKnown {
-		exposures.Store(key, seenWorkspace{dev: uint64(st.Dev), ino: uint64(st.Ino), gen: gen})
+	p, via, err := exposedIn(ws, paths)
+	switch {
+	case p != "":
+		return refuse(exposure(p, real, via, ws))
+	case errors.Is(err, mountinfo.ErrUnsupported), errors.Is(err, os.ErrNotExist):
+		return nil // a kernel that cannot tell; a workspace that is not there fails the run anyway
+	case err != nil:
+		return refuse("cannot tell whether the workspace exposes it through a mount: " + err.Error())
 	}
 	return nil
 }
 
-// exposureLookHook, set by tests alone, runs as [exposes] reads the table
-// of mounts.
-var exposureLookHook func()
-
-// exposures holds, per program and workspace (real NUL ws), a workspace
-// [exposes] found to expose nothing.
-var exposures sync.Map
-
-type seenWorkspace struct {
-	dev uint64
-	ino uint64
-	gen mountGen
-}
-
-// exposedIn returns the first of dirs (the directories above a program,
-// "/" last) that the workspace ws lets a sandboxed command write, and
-// the mount point it is reached through: one that is ws, or lies below
-// it, in its file system — ws reached by another path (a bind mount of
-// ws, or of a directory above it), or a directory of ws on the program's
-// path (a bind mount of it) — or that is, or lies below, the root of a
-// mount inside ws (bwrap binds the workspace with every mount below it).
-// Compared by place ([mountinfo.Place]): the file system and the path in
-// it. An error means the places cannot be told (a kernel before 5.8):
-// nothing is refused for them.
-func exposedIn(ws string, dirs []string) (dir, via string, err error) {
+// exposedIn returns the first of paths (a program, then the directories
+// above it, "/" last) that the workspace ws lets a sandboxed command
+// write, and the mount point it is reached through: one that is ws, or
+// lies below it, in its file system — ws reached by another path (a bind
+// mount of ws, or of a directory above it), or a file or directory of ws
+// on the program's path (a bind mount of it) — or that is, or lies below,
+// the root of a mount inside ws (bwrap binds the workspace with every
+// mount below it: a bind of the program's directory, or of the program
+// itself). Compared by place ([mountinfo.Place]): the file system and the
+// path in it.
+func exposedIn(ws string, paths []string) (path, via string, err error) {
 	t, err := mountinfo.Read()
 	if err != nil {
 		return "", "", err
@@ -339,7 +312,7 @@ func exposedIn(ws string, dirs []string) (dir, via string, err error) {
 		return "", "", err
 	}
 	roots := append([]mountinfo.Mount{{Point: ws, Root: wsPlace}}, t.Below(ws)...)
-	for _, d := range dirs {
+	for _, d := range paths {
 		place, err := t.PlaceOf(d)
 		if err != nil {
 			return "", "", err
@@ -353,13 +326,17 @@ func exposedIn(ws string, dirs []string) (dir, via string, err error) {
 	return "", "", nil
 }
 
-// exposure says how the workspace ws exposes dir, through the mount point
-// via ([exposedIn]).
-func exposure(dir, via, ws string) string {
-	if via == ws {
-		return fmt.Sprintf("%s, a directory above it, is the workspace %s or lies in it under another path (a bind mount), where sandboxed commands write", dir, ws)
+// exposure says how the workspace ws exposes p, the program real or a
+// directory above it, through the mount point via ([exposedIn]).
+func exposure(p, real, via, ws string) string {
+	what := p + ", a directory above it,"
+	if p == real {
+		what = "it"
 	}
-	return fmt.Sprintf("%s, a directory above it, is writable in the sandbox through %s, a mount inside the workspace %s", dir, via, ws)
+	if via == ws {
+		return fmt.Sprintf("%s is in the workspace %s under another path (a bind mount), where sandboxed commands write", what, ws)
+	}
+	return fmt.Sprintf("%s is writable in the sandbox through %s, a mount inside the workspace %s", what, via, ws)
 }
 
 // sameInode reports whether a and b are the same inode, unchanged.

@@ -63,8 +63,9 @@ func TestTrustedProgramUnderABind(t *testing.T) {
 // command write a directory above the program through a mount — a bind of
 // that directory inside the workspace (bwrap binds the workspace with
 // every mount below it), or the program's own path through a bind of a
-// directory of the workspace — is refused, and what was found is looked
-// at again once the mount namespace has mounted anything.
+// directory of the workspace, or a bind of the program itself — is
+// refused, also when the mount came into the workspace by a rename after
+// a run found it clean.
 func TestTrustedProgramThroughAMount(t *testing.T) {
 	h := testenv.Harness(t)
 	dir, top, bin := usrProgram(t)
@@ -98,28 +99,40 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 		refused("the program through a bind of a directory of the workspace", filepath.Join(alias, "bin", "bwrap"), ws, "under another path")
 	})
 
-	// A workspace found to expose nothing, then a mount inside it.
+	// A bind of the program itself inside the workspace.
+	fileWS := t.TempDir()
+	f := filepath.Join(fileWS, "f")
+	os.WriteFile(f, nil, 0o644)
+	testenv.WithBind(t, bin, f, func() {
+		refused("a bind of the program inside the workspace", bin, fileWS, "it is writable in the sandbox through")
+	})
+
+	// A workspace found to expose nothing, then a mount inside it: asked
+	// anew (a directory holding a mount, renamed into the workspace,
+	// moves the mount with no event of the namespace).
 	later := t.TempDir()
 	inside := filepath.Join(later, "tools")
 	os.Mkdir(inside, 0o755)
-	testenv.WithBind(t, later, later, func() { // a mount namespace of this thread
-		looks := 0
-		exposureLookHook = func() { looks++ }
-		defer func() { exposureLookHook = nil }()
-		for range 2 {
-			if err := exposes(bin, later); err != nil {
-				t.Errorf("a workspace beside the program: %v", err)
-			}
+	spare, point := t.TempDir(), t.TempDir()
+	testenv.WithBind(t, spare, point, func() { // a mount namespace of this thread
+		if err := exposes(bin, later); err != nil {
+			t.Errorf("a workspace beside the program: %v", err)
 		}
-		if looks != 1 {
-			t.Errorf("%d looks at the mounts of a workspace asked about twice; want one (the second remembered)", looks)
-		}
-		if err := unix.Mount(top, inside, "", unix.MS_BIND, ""); err != nil {
+		held := filepath.Join(t.TempDir(), "held")
+		os.Mkdir(held, 0o755)
+		if err := unix.Mount(top, held, "", unix.MS_BIND, ""); err != nil {
 			t.Errorf("bind mount: %v", err)
 			return
 		}
+		if err := exposes(bin, later); err != nil {
+			t.Errorf("a workspace beside a bind of the program's directory: %v", err)
+		}
+		if err := os.Rename(filepath.Dir(held), filepath.Join(later, "moved")); err != nil {
+			t.Errorf("rename a directory holding the bind into the workspace: %v", err)
+			return
+		}
 		if err := exposes(bin, later); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "a mount inside the workspace") {
-			t.Errorf("a bind of %s made inside the workspace after it was asked about: %v", top, err)
+			t.Errorf("a bind of %s renamed into the workspace after it was asked about: %v", top, err)
 		}
 	})
 }
