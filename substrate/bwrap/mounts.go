@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -247,6 +248,7 @@ func (w *mountWatch) watch(r *running) {
 			cur := string(buf)
 			if changed := append(missing(want, cur), tableChanges(base, cur, layers)...); len(changed) > 0 {
 				w.changedTo(r, changed)
+				r.distrustIfExposed(base, cur, layers)
 				return
 			}
 		}
@@ -459,4 +461,51 @@ func mountNote(changed []string) string {
 		"protected path the host removed or renamed another file over — git's own `git config` does — which was writable "+
 		"in the sandbox from then on (for up to a few milliseconds before cordon saw it); a mount that came is the host's, "+
 		"with the host's flags. Check those paths (.git/config, git diff) before the host's tools read them.", strings.Join(changed, ", "))
+}
+
+// distrustIfExposed, for a run whose sandbox a mount came into (base
+// then cur), marks bwrap not to be trusted again ([distrust]) when one of
+// the mounts that came — writable and not hidden — is bwrap or a
+// directory above it, or holds one: the run was stopped, but its command
+// may have written bwrap before the watch saw the mount, and every later
+// run would execute it on the host.
+func (r *running) distrustIfExposed(base, cur string, layers []layer) {
+	if r.bin == "" {
+		return
+	}
+	old := map[string]bool{}
+	for l := range strings.Lines(base) {
+		old[l] = true
+	}
+	var came []mountinfo.Mount
+	for l := range strings.Lines(cur) {
+		if old[l] || slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
+			continue
+		}
+		point := mountPoint(l)
+		if coveredBy(point, layers) {
+			continue
+		}
+		came = append(came, mountinfo.Mount{Point: point, Root: mountinfo.Place{Dev: mountinfo.Field(l, 2), Path: mountinfo.Unescape(mountinfo.Field(l, 3))}})
+	}
+	if len(came) == 0 {
+		return
+	}
+	t, err := mountinfo.Read()
+	for p := r.bin; err == nil; p = filepath.Dir(p) {
+		place, err := t.PlaceOf(p)
+		if err == nil {
+			for _, m := range came {
+				if place == m.Root || place.Within(m.Root) {
+					distrust(r.bin, r.s.Policy.harness, fmt.Sprintf("a run of the workspace %s was stopped when %s came into its sandbox, writable, which exposed %s: its command may have written it", r.s.Policy.Workspace(), m.Point, p))
+					return
+				}
+			}
+		}
+		if p == "/" || p == "." {
+			return
+		}
+	}
+	// The places cannot be told: bwrap is not trusted again either.
+	distrust(r.bin, r.s.Policy.harness, fmt.Sprintf("a run of the workspace %s was stopped when a writable mount came into its sandbox, and whether it exposed %s could not be told", r.s.Policy.Workspace(), r.bin))
 }

@@ -1,6 +1,8 @@
 package bwrap
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -127,6 +129,11 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 	// check.
 	c := &checked{real: real, at: time.Now(), runsPath: runsDir(h)} // the clock read before anything is looked at
 	runsErr := unix.Lstat(c.runsPath, &c.runs)
+	if workspaces {
+		if why, err := os.ReadFile(distrustFile(real, h)); err == nil {
+			return "", refuse(fmt.Sprintf("%s; reinstall it (or check it), then remove %s", strings.TrimSpace(string(why)), distrustFile(real, h)))
+		}
+	}
 	euid := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
@@ -153,6 +160,23 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 			return real, nil
 		}
 	}
+}
+
+// distrust marks the program real not to be trusted again for the state
+// directory of h: a file in its runs directory, which a check of real
+// refuses while it is there, and which says why. Adding it changes the
+// runs directory, which every remembered check looks at.
+func distrust(real string, h harness.Config, why string) {
+	if h.IsZero() {
+		h = harness.Default()
+	}
+	os.WriteFile(distrustFile(real, h), []byte(why+"\n"), 0o600)
+}
+
+// distrustFile is the file of [distrust] for real.
+func distrustFile(real string, h harness.Config) string {
+	sum := sha256.Sum256([]byte(real))
+	return filepath.Join(runsDir(h), "distrusted-"+hex.EncodeToString(sum[:16]))
 }
 
 // fullCheckHook, set by tests alone, runs as checkProgram checks a

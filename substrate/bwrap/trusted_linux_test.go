@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/substrate"
 )
 
 // usrProgram makes dir/usr/bin/bwrap, a program in a directory of
@@ -178,5 +180,79 @@ func TestARunDoesNotStartWhereTheWorkspaceExposesBwrap(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(bin); string(after) != string(data) {
 		t.Errorf("bwrap changed")
+	}
+}
+
+// TestAMountThatExposesBwrapDuringARunDistrustsIt: a bind of bwrap's
+// directory the host mounts inside the workspace while a run goes on
+// reaches the sandbox (its mounts are slaves of the host's, and the
+// workspace here is a shared mount, as / is on a systemd host). The mount
+// watch stops the run, but its command may have written bwrap first: bwrap
+// is not trusted again until the file that says why is removed.
+func TestAMountThatExposesBwrapDuringARunDistrustsIt(t *testing.T) {
+	needBwrap(t)
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	real, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _, _ := usrProgram(t)
+	bin := filepath.Join(dir, "bin", "bwrap")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	for _, m := range []struct {
+		flags uintptr
+		src   string
+	}{{unix.MS_BIND, ws}, {unix.MS_SHARED, ""}} {
+		if err := unix.Mount(m.src, ws, "", m.flags, ""); err != nil {
+			t.Fatalf("make the workspace a shared mount: %v", err)
+		}
+	}
+	t.Cleanup(func() { unix.Unmount(ws, unix.MNT_DETACH) })
+	late := filepath.Join(ws, "late")
+	os.Mkdir(late, 0o755)
+	var reads atomic.Int64
+	tableReadHook = func() { reads.Add(1) }
+	defer func() { tableReadHook = nil }()
+	done := make(chan substrate.Outcome, 1)
+	go func() {
+		o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- o
+	}()
+	firstLook(t, &reads, 0)
+	if err := unix.Mount(filepath.Dir(bin), late, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	defer unix.Unmount(late, unix.MNT_DETACH)
+	select {
+	case o := <-done:
+		if o.ExitCode != 137 || !strings.Contains(strings.Join(o.Notes, " "), "came "+late) {
+			t.Errorf("the run = exit %d, notes %q; want it stopped, naming the mount that came", o.ExitCode, o.Notes)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run went on with a writable bind of bwrap's directory in its workspace")
+	}
+	file := distrustFile(bin, testHarness)
+	defer os.Remove(file)
+	_, err = trustedProgram(bin, t.TempDir(), testHarness)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "its command may have written it") || !strings.Contains(err.Error(), file) {
+		t.Errorf("bwrap after a run its directory was exposed to: %v; want it refused, naming %s", err, file)
+	}
+	unix.Unmount(late, unix.MNT_DETACH)
+	os.Remove(file)
+	if _, err := trustedProgram(bin, t.TempDir(), testHarness); err != nil {
+		t.Errorf("bwrap once the file is removed: %v", err)
 	}
 }
