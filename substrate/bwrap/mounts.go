@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +59,7 @@ type mountWatch struct {
 
 	mu      sync.Mutex
 	changed []string // "went /path" and "came /path"
+	notes   []string // more to say of the stop
 }
 
 // lastLookHook, set by tests alone, runs as the watch takes its last look
@@ -83,13 +83,14 @@ func (r *running) watchMounts() *mountWatch {
 	return w
 }
 
-// done ends the watch and returns what changed (nil if nothing did).
-func (w *mountWatch) done() []string {
+// done ends the watch and returns what changed (nil if nothing did), and
+// what more it has to say of it.
+func (w *mountWatch) done() (changed, notes []string) {
 	close(w.stop)
 	<-w.ended
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.changed
+	return w.changed, w.notes
 }
 
 func (w *mountWatch) watch(r *running) {
@@ -165,6 +166,14 @@ func (w *mountWatch) watch(r *running) {
 		base = string(buf)
 		if went := missing(want, base); len(went) > 0 {
 			w.changedTo(r, went)
+			return
+		}
+		// A mount the host made between the release's check of the
+		// workspace and this look is in the baseline: bwrap exposed by
+		// one is distrusted all the same.
+		if p, point := exposedBy(base, layers, r.binPlaces); p != "" {
+			w.changedTo(r, []string{"came " + point})
+			w.noteToo(r.distrustNote(fmt.Sprintf("a run of the workspace %s was stopped when its first look found %s in its sandbox, writable, which exposed %s: its command may have written it", r.s.Policy.Workspace(), point, p)))
 			return
 		}
 	}
@@ -248,7 +257,9 @@ func (w *mountWatch) watch(r *running) {
 			cur := string(buf)
 			if changed := append(missing(want, cur), tableChanges(base, cur, layers)...); len(changed) > 0 {
 				w.changedTo(r, changed)
-				r.distrustIfExposed(base, cur, layers)
+				if note := r.distrustIfExposed(base, cur, layers); note != "" {
+					w.noteToo(note)
+				}
 				return
 			}
 		}
@@ -263,6 +274,13 @@ func (w *mountWatch) watch(r *running) {
 		retired.close()
 		retired = nil
 	}
+}
+
+// noteToo adds a note to what the watch reports of a run it stopped.
+func (w *mountWatch) noteToo(note string) {
+	w.mu.Lock()
+	w.notes = append(w.notes, note)
+	w.mu.Unlock()
 }
 
 // changedTo stops the run: its mounts changed.
@@ -468,44 +486,51 @@ func mountNote(changed []string) string {
 // the mounts that came — writable and not hidden — is bwrap or a
 // directory above it, or holds one: the run was stopped, but its command
 // may have written bwrap before the watch saw the mount, and every later
-// run would execute it on the host.
-func (r *running) distrustIfExposed(base, cur string, layers []layer) {
+// run would execute it on the host. Where bwrap's places were not told,
+// any such mount distrusts it. It returns the note that says so, or "".
+func (r *running) distrustIfExposed(base, cur string, layers []layer) string {
 	if r.bin == "" {
-		return
+		return ""
 	}
 	old := map[string]bool{}
 	for l := range strings.Lines(base) {
 		old[l] = true
 	}
-	var came []mountinfo.Mount
+	var came strings.Builder
 	for l := range strings.Lines(cur) {
-		if old[l] || slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
+		if !old[l] {
+			came.WriteString(l)
+		}
+	}
+	p, point := exposedBy(came.String(), layers, r.binPlaces)
+	if len(r.binPlaces) == 0 {
+		p, point = exposedByAny(came.String(), layers) // untold: every such mount may expose it
+	}
+	if p == "" {
+		return ""
+	}
+	return r.distrustNote(fmt.Sprintf("a run of the workspace %s was stopped when %s came into its sandbox, writable, which exposed %s: its command may have written it", r.s.Policy.Workspace(), point, p))
+}
+
+// exposedByAny returns the point of the first writable, visible mount of
+// the table (mountinfo text), and bin's place unknown: the program.
+func exposedByAny(table string, layers []layer) (path, point string) {
+	for l := range strings.Lines(table) {
+		if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
 			continue
 		}
-		point := mountPoint(l)
-		if coveredBy(point, layers) {
-			continue
-		}
-		came = append(came, mountinfo.Mount{Point: point, Root: mountinfo.Place{Dev: mountinfo.Field(l, 2), Path: mountinfo.Unescape(mountinfo.Field(l, 3))}})
-	}
-	if len(came) == 0 {
-		return
-	}
-	t, err := mountinfo.Read()
-	for p := r.bin; err == nil; p = filepath.Dir(p) {
-		place, err := t.PlaceOf(p)
-		if err == nil {
-			for _, m := range came {
-				if place == m.Root || place.Within(m.Root) {
-					distrust(r.bin, r.s.Policy.harness, fmt.Sprintf("a run of the workspace %s was stopped when %s came into its sandbox, writable, which exposed %s: its command may have written it", r.s.Policy.Workspace(), m.Point, p))
-					return
-				}
-			}
-		}
-		if p == "/" || p == "." {
-			return
+		if pt := mountPoint(l); !coveredBy(pt, layers) {
+			return "bwrap (its place could not be told)", pt
 		}
 	}
-	// The places cannot be told: bwrap is not trusted again either.
-	distrust(r.bin, r.s.Policy.harness, fmt.Sprintf("a run of the workspace %s was stopped when a writable mount came into its sandbox, and whether it exposed %s could not be told", r.s.Policy.Workspace(), r.bin))
+	return "", ""
+}
+
+// distrustNote marks bwrap not to be trusted again for why, and returns
+// the run's note that says so (or that it could not be marked).
+func (r *running) distrustNote(why string) string {
+	if err := distrust(r.bin, r.s.Policy.harness, why); err != nil {
+		return fmt.Sprintf("cordon could not mark %s not to be trusted again (%v): %s — check it before the next run", r.bin, err, why)
+	}
+	return fmt.Sprintf("%s; cordon will not run %s again until %s is removed (reinstall or check it first)", why, r.bin, distrustFile(r.bin, r.s.Policy.harness))
 }

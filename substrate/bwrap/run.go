@@ -122,16 +122,21 @@ func Run(ctx context.Context, s Spec) (substrate.Outcome, error) {
 // running is a sandbox bwrap has set up and (verified) released: its
 // command runs, or — made ahead by a [Pool] — waits for its script.
 type running struct {
-	s        Spec
-	sb       *Sandbox
-	grp      *limits.Group
-	t        *proc.Tree
-	bin      string
-	verified bool   // bwrap reported an init, which was checked and released
-	initPID  int    // the sandbox's init, as this process sees it
-	table    *table // a pooled sandbox's mount table, open since it was made
-	base     string // and what it was when the sandbox was ready
-	prepared func() error
+	s   Spec
+	sb  *Sandbox
+	grp *limits.Group
+	t   *proc.Tree
+	bin string
+	// binPlaces are the places of bin and the directories above it, as
+	// the check of the workspace's exposure told them before the
+	// release (nil: not told): the mount watch distrusts bwrap when a
+	// mount of the sandbox exposes one.
+	binPlaces []placed
+	verified  bool   // bwrap reported an init, which was checked and released
+	initPID   int    // the sandbox's init, as this process sees it
+	table     *table // a pooled sandbox's mount table, open since it was made
+	base      string // and what it was when the sandbox was ready
+	prepared  func() error
 	// stopEgress ends the egress proxy's service of the run, or is nil.
 	stopEgress func()
 	// readSeen is closed once the sandbox's init has read its seccomp
@@ -286,10 +291,10 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// above bwrap through a mount ([exposes]): asked beside bwrap's
 	// start (the build's goroutine asks once the options are sent), and
 	// waited for before the sandbox is released.
-	exposure := sync.OnceValue(func() error {
+	exposure := sync.OnceValues(func() ([]placed, error) {
 		real, err := program()
 		if err != nil {
-			return nil // refused already
+			return nil, nil // refused already
 		}
 		return exposes(real, s.Policy.Workspace())
 	})
@@ -456,11 +461,13 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 			refused = &Error{Op: "start", Root: s.Policy.Workspace(), Err: ErrSetup, Cause: err, detail: err.Error()}
 			break
 		}
-		if err := exposure(); err != nil {
+		places, err := exposure()
+		if err != nil {
 			t.Kill() // never released: the command does not start
 			refused = err
 			break
 		}
+		r.binPlaces = places
 		// Noted before the release: should this process die from now
 		// on, the next run ends them by these IDs, which nothing in the
 		// sandbox can change ([sweepOrphans]).
@@ -562,7 +569,7 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	// index. Read while the watch takes its last look.
 	limited := r.grp.Notes()
 	r.indexRead()
-	changed := watch.done()
+	changed, watchNotes := watch.done()
 	// So is what the run left in the index, quarantined by endSession
 	// when the watch ended the session (done orders it before this),
 	// else now, under the run's lock.
@@ -575,7 +582,7 @@ func (r *running) finish(ctx context.Context) (substrate.Outcome, error) {
 	if len(changed) > 0 {
 		// The command ran, and cordon ended it: that is the outcome,
 		// whatever bwrap got to report.
-		o.Notes = append(o.Notes, mountNote(changed))
+		o.Notes = append(append(o.Notes, mountNote(changed)), watchNotes...)
 		o.ExitCode, o.Signal = 128+int(unix.SIGKILL), "SIGKILL"
 		return o, nil
 	}

@@ -28,7 +28,7 @@ import (
 func TrustedProgram(bin, ws string, h harness.Config) (string, error) {
 	real, err := trustedProgram(bin, ws, h)
 	if err == nil {
-		err = exposes(real, ws)
+		_, err = exposes(real, ws)
 	}
 	var e *Error
 	if errors.As(err, &e) && e.Cause != nil {
@@ -130,8 +130,16 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 	c := &checked{real: real, at: time.Now(), runsPath: runsDir(h)} // the clock read before anything is looked at
 	runsErr := unix.Lstat(c.runsPath, &c.runs)
 	if workspaces {
-		if why, err := os.ReadFile(distrustFile(real, h)); err == nil {
-			return "", refuse(fmt.Sprintf("%s; reinstall it (or check it), then remove %s", strings.TrimSpace(string(why)), distrustFile(real, h)))
+		// Anything there — a file that says why, or what keeps one from
+		// being read — distrusts the program.
+		name := distrustFile(real, h)
+		var st unix.Stat_t
+		if err := unix.Lstat(name, &st); !errors.Is(err, unix.ENOENT) {
+			why, rerr := os.ReadFile(name)
+			if rerr != nil {
+				why = []byte(fmt.Sprintf("%s cannot be read (%v)", name, rerr))
+			}
+			return "", refuse(fmt.Sprintf("%s; reinstall it (or check it), then remove %s", strings.TrimSpace(string(why)), name))
 		}
 	}
 	euid := uint32(os.Geteuid())
@@ -166,11 +174,21 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 // directory of h: a file in its runs directory, which a check of real
 // refuses while it is there, and which says why. Adding it changes the
 // runs directory, which every remembered check looks at.
-func distrust(real string, h harness.Config, why string) {
+func distrust(real string, h harness.Config, why string) error {
 	if h.IsZero() {
 		h = harness.Default()
 	}
-	os.WriteFile(distrustFile(real, h), []byte(why+"\n"), 0o600)
+	name := distrustFile(real, h)
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	_, err = f.WriteString(why + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // distrustFile is the file of [distrust] for real.
@@ -289,9 +307,9 @@ func (c *checked) still(ws string) bool {
 // run before it asked too. (The workspace that is a directory above the
 // program by another path, [checkProgram] refuses before anything runs:
 // the run would make its harness state there.)
-func exposes(real, ws string) error {
+func exposes(real, ws string) ([]placed, error) {
 	if ws == "" {
-		return nil
+		return nil, nil
 	}
 	paths := []string{real}
 	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
@@ -304,16 +322,16 @@ func exposes(real, ws string) error {
 		return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
 			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why)}
 	}
-	p, via, err := exposedIn(ws, paths)
+	p, via, places, err := exposedIn(ws, paths)
 	switch {
 	case p != "":
-		return refuse(exposure(p, real, via, ws))
+		return nil, refuse(exposure(p, real, via, ws))
 	case errors.Is(err, mountinfo.ErrUnsupported), errors.Is(err, os.ErrNotExist):
-		return nil // a kernel that cannot tell; a workspace that is not there fails the run anyway
+		return nil, nil // a kernel that cannot tell; a workspace that is not there fails the run anyway
 	case err != nil:
-		return refuse("cannot tell whether the workspace exposes it through a mount: " + err.Error())
+		return nil, refuse("cannot tell whether the workspace exposes it through a mount: " + err.Error())
 	}
-	return nil
+	return places, nil
 }
 
 // exposedIn returns the first of paths (a program, then the directories
@@ -326,28 +344,58 @@ func exposes(real, ws string) error {
 // mount below it: a bind of the program's directory, or of the program
 // itself). Compared by place ([mountinfo.Place]): the file system and the
 // path in it.
-func exposedIn(ws string, paths []string) (path, via string, err error) {
+func exposedIn(ws string, paths []string) (path, via string, places []placed, err error) {
 	t, err := mountinfo.Read()
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	wsPlace, err := t.PlaceOf(ws)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	roots := append([]mountinfo.Mount{{Point: ws, Root: wsPlace}}, t.Below(ws)...)
 	for _, d := range paths {
 		place, err := t.PlaceOf(d)
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
+		places = append(places, placed{d, place})
 		for _, m := range roots {
 			if place == m.Root || place.Within(m.Root) {
-				return d, m.Point, nil
+				return d, m.Point, places, nil
 			}
 		}
 	}
-	return "", "", nil
+	return "", "", places, nil
+}
+
+// placed is a path and its place.
+type placed struct {
+	path  string
+	place mountinfo.Place
+}
+
+// exposedBy returns the first of places (a program's and its
+// directories') that a mount of the table (mountinfo text) lets a command
+// of the sandbox write — a writable mount, not hidden by the sandbox's
+// layers, whose root is it or holds it — and that mount's point.
+func exposedBy(table string, layers []layer, places []placed) (path, point string) {
+	for l := range strings.Lines(table) {
+		if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
+			continue
+		}
+		pt := mountPoint(l)
+		if coveredBy(pt, layers) {
+			continue
+		}
+		root := mountinfo.Place{Dev: mountinfo.Field(l, 2), Path: mountinfo.Unescape(mountinfo.Field(l, 3))}
+		for _, p := range places {
+			if p.place == root || p.place.Within(root) {
+				return p.path, pt
+			}
+		}
+	}
+	return "", ""
 }
 
 // exposure says how the workspace ws exposes p, the program real or a

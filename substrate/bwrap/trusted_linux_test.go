@@ -117,7 +117,7 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 	os.Mkdir(inside, 0o755)
 	spare, point := t.TempDir(), t.TempDir()
 	testenv.WithBind(t, spare, point, func() { // a mount namespace of this thread
-		if err := exposes(bin, later); err != nil {
+		if _, err := exposes(bin, later); err != nil {
 			t.Errorf("a workspace beside the program: %v", err)
 		}
 		held := filepath.Join(t.TempDir(), "held")
@@ -126,14 +126,14 @@ func TestTrustedProgramThroughAMount(t *testing.T) {
 			t.Errorf("bind mount: %v", err)
 			return
 		}
-		if err := exposes(bin, later); err != nil {
+		if _, err := exposes(bin, later); err != nil {
 			t.Errorf("a workspace beside a bind of the program's directory: %v", err)
 		}
 		if err := os.Rename(filepath.Dir(held), filepath.Join(later, "moved")); err != nil {
 			t.Errorf("rename a directory holding the bind into the workspace: %v", err)
 			return
 		}
-		if err := exposes(bin, later); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "a mount inside the workspace") {
+		if _, err := exposes(bin, later); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "a mount inside the workspace") {
 			t.Errorf("a bind of %s renamed into the workspace after it was asked about: %v", top, err)
 		}
 	})
@@ -186,73 +186,98 @@ func TestARunDoesNotStartWhereTheWorkspaceExposesBwrap(t *testing.T) {
 // TestAMountThatExposesBwrapDuringARunDistrustsIt: a bind of bwrap's
 // directory the host mounts inside the workspace while a run goes on
 // reaches the sandbox (its mounts are slaves of the host's, and the
-// workspace here is a shared mount, as / is on a systemd host). The mount
-// watch stops the run, but its command may have written bwrap first: bwrap
-// is not trusted again until the file that says why is removed.
+// workspace here is a shared mount, as / is on a systemd host) — after the
+// watch's first look, or between the release's check and that look. The
+// watch stops the run, but its command may have written bwrap first:
+// bwrap is not trusted again until the file that says why is removed.
 func TestAMountThatExposesBwrapDuringARunDistrustsIt(t *testing.T) {
-	needBwrap(t)
-	if !testenv.PrivateMounts(t) {
-		return
-	}
-	real, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, _, _ := usrProgram(t)
-	bin := filepath.Join(dir, "bin", "bwrap")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ws := tempWorkspace(t)
-	for _, m := range []struct {
-		flags uintptr
-		src   string
-	}{{unix.MS_BIND, ws}, {unix.MS_SHARED, ""}} {
-		if err := unix.Mount(m.src, ws, "", m.flags, ""); err != nil {
-			t.Fatalf("make the workspace a shared mount: %v", err)
-		}
-	}
-	t.Cleanup(func() { unix.Unmount(ws, unix.MNT_DETACH) })
-	late := filepath.Join(ws, "late")
-	os.Mkdir(late, 0o755)
-	var reads atomic.Int64
-	tableReadHook = func() { reads.Add(1) }
-	defer func() { tableReadHook = nil }()
-	done := make(chan substrate.Outcome, 1)
-	go func() {
-		o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}, Timeout: 20 * time.Second})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- o
-	}()
-	firstLook(t, &reads, 0)
-	if err := unix.Mount(filepath.Dir(bin), late, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind mount: %v", err)
-	}
-	defer unix.Unmount(late, unix.MNT_DETACH)
-	select {
-	case o := <-done:
-		if o.ExitCode != 137 || !strings.Contains(strings.Join(o.Notes, " "), "came "+late) {
-			t.Errorf("the run = exit %d, notes %q; want it stopped, naming the mount that came", o.ExitCode, o.Notes)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the run went on with a writable bind of bwrap's directory in its workspace")
-	}
-	file := distrustFile(bin, testHarness)
-	defer os.Remove(file)
-	_, err = trustedProgram(bin, t.TempDir(), testHarness)
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "its command may have written it") || !strings.Contains(err.Error(), file) {
-		t.Errorf("bwrap after a run its directory was exposed to: %v; want it refused, naming %s", err, file)
-	}
-	unix.Unmount(late, unix.MNT_DETACH)
-	os.Remove(file)
-	if _, err := trustedProgram(bin, t.TempDir(), testHarness); err != nil {
-		t.Errorf("bwrap once the file is removed: %v", err)
+	for _, tc := range []struct {
+		name, note string
+		early      bool
+	}{
+		{"after the first look", "came into its sandbox", false},
+		{"before the first look", "its first look found", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needBwrap(t)
+			if !testenv.PrivateMounts(t) {
+				return
+			}
+			real, err := Find(os.Getenv("PATH"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(real)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir, _, _ := usrProgram(t)
+			bin := filepath.Join(dir, "bin", "bwrap")
+			os.MkdirAll(filepath.Dir(bin), 0o755)
+			if err := os.WriteFile(bin, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ws := tempWorkspace(t)
+			for _, m := range []struct {
+				flags uintptr
+				src   string
+			}{{unix.MS_BIND, ws}, {unix.MS_SHARED, ""}} {
+				if err := unix.Mount(m.src, ws, "", m.flags, ""); err != nil {
+					t.Fatalf("make the workspace a shared mount: %v", err)
+				}
+			}
+			t.Cleanup(func() { unix.Unmount(ws, unix.MNT_DETACH) })
+			late := filepath.Join(ws, "late")
+			os.Mkdir(late, 0o755)
+			mount := func() {
+				if err := unix.Mount(filepath.Dir(bin), late, "", unix.MS_BIND, ""); err != nil {
+					t.Errorf("bind mount: %v", err)
+				}
+			}
+			defer unix.Unmount(late, unix.MNT_DETACH)
+			var reads atomic.Int64
+			tableReadHook = func() { reads.Add(1) }
+			defer func() { tableReadHook = nil }()
+			if tc.early {
+				releaseHook = func(released bool) {
+					if released {
+						mount()
+					}
+				}
+				defer func() { releaseHook = nil }()
+			}
+			done := make(chan substrate.Outcome, 1)
+			go func() {
+				o, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"sleep", "10"}, Timeout: 20 * time.Second})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- o
+			}()
+			if !tc.early {
+				firstLook(t, &reads, 0)
+				mount()
+			}
+			file := distrustFile(bin, testHarness)
+			defer os.Remove(file)
+			select {
+			case o := <-done:
+				notes := strings.Join(o.Notes, " ")
+				if o.ExitCode != 137 || !strings.Contains(notes, "came "+late) || !strings.Contains(notes, tc.note) || !strings.Contains(notes, file) {
+					t.Errorf("the run = exit %d, notes %q; want it stopped, naming the mount that came and the file that distrusts bwrap", o.ExitCode, o.Notes)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the run went on with a writable bind of bwrap's directory in its workspace")
+			}
+			_, err = trustedProgram(bin, t.TempDir(), testHarness)
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "its command may have written it") || !strings.Contains(err.Error(), file) {
+				t.Errorf("bwrap after a run its directory was exposed to: %v; want it refused, naming %s", err, file)
+			}
+			unix.Unmount(late, unix.MNT_DETACH)
+			os.Remove(file)
+			if _, err := trustedProgram(bin, t.TempDir(), testHarness); err != nil {
+				t.Errorf("bwrap once the file is removed: %v", err)
+			}
+		})
 	}
 }
