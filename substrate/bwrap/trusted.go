@@ -380,19 +380,28 @@ type placed struct {
 // of the sandbox write — a writable mount, not hidden by the sandbox's
 // layers, whose root is it or holds it — and that mount's point.
 func exposedBy(table string, layers []layer, places []placed) (path, point string) {
+	// The first look of every run reads this: the file system first,
+	// which most lines are not on, and the rest only of what is.
 	for l := range strings.Lines(table) {
-		if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
+		dev := mountinfo.Field(l, 2)
+		if !slices.ContainsFunc(places, func(p placed) bool { return p.place.Dev == dev }) {
 			continue
 		}
-		pt := mountPoint(l)
-		if coveredBy(pt, layers) {
-			continue
+		root := mountinfo.Field(l, 3)
+		if strings.Contains(root, "\\") {
+			root = mountinfo.Unescape(root)
 		}
-		root := mountinfo.Place{Dev: mountinfo.Field(l, 2), Path: mountinfo.Unescape(mountinfo.Field(l, 3))}
 		for _, p := range places {
-			if p.place == root || p.place.Within(root) {
+			if p.place != (mountinfo.Place{Dev: dev, Path: root}) && !p.place.Within(mountinfo.Place{Dev: dev, Path: root}) {
+				continue
+			}
+			if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
+				break
+			}
+			if pt := mountPoint(l); !coveredBy(pt, layers) {
 				return p.path, pt
 			}
+			break
 		}
 	}
 	return "", ""
