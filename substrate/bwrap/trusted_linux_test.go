@@ -31,6 +31,27 @@ func usrProgram(t *testing.T) (dir, top, bin string) {
 	return dir, top, bin
 }
 
+// bwrapCopy copies this machine's bwrap to dir/bin/bwrap, dir a directory
+// of /var/tmp removed when the test ends, and returns dir, the copy and
+// its content.
+func bwrapCopy(t *testing.T) (dir, bin string, data []byte) {
+	t.Helper()
+	real, err := Find(os.Getenv("PATH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(real); err != nil {
+		t.Fatal(err)
+	}
+	dir, _, _ = usrProgram(t)
+	bin = filepath.Join(dir, "bin", "bwrap")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin, data
+}
+
 // TestTrustedProgramUnderABind: a workspace that is a directory above the
 // program under another path (a bind mount of it: of /usr, of /) is
 // refused as the workspace's own path would be, by the whole check and
@@ -147,22 +168,7 @@ func TestARunDoesNotStartWhereTheWorkspaceExposesBwrap(t *testing.T) {
 	if !testenv.PrivateMounts(t) {
 		return
 	}
-	real, err := Find(os.Getenv("PATH"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("/var/tmp", "cordon-trusted-")
-	testenv.Require(t, err == nil, "a directory in /var/tmp: %v", err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "bin", "bwrap")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, data := bwrapCopy(t)
 	ws := tempWorkspace(t)
 	tools := filepath.Join(ws, "tools")
 	os.Mkdir(tools, 0o755)
@@ -171,7 +177,7 @@ func TestARunDoesNotStartWhereTheWorkspaceExposesBwrap(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
 	marker := filepath.Join(t.TempDir(), "ran")
-	_, err = Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"touch", marker}, Timeout: 10 * time.Second})
+	_, err := Run(context.Background(), Spec{Policy: newPolicy(ws), Bwrap: bin, Command: []string{"touch", marker}, Timeout: 10 * time.Second})
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "a mount inside the workspace") {
 		t.Errorf("Run = %v; want ErrUnavailable naming the mount inside the workspace", err)
 	}
@@ -203,20 +209,7 @@ func TestAMountThatExposesBwrapDuringARunDistrustsIt(t *testing.T) {
 			if !testenv.PrivateMounts(t) {
 				return
 			}
-			real, err := Find(os.Getenv("PATH"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(real)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir, _, _ := usrProgram(t)
-			bin := filepath.Join(dir, "bin", "bwrap")
-			os.MkdirAll(filepath.Dir(bin), 0o755)
-			if err := os.WriteFile(bin, data, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			_, bin, _ := bwrapCopy(t)
 			ws := tempWorkspace(t)
 			for _, m := range []struct {
 				flags uintptr
@@ -269,7 +262,7 @@ func TestAMountThatExposesBwrapDuringARunDistrustsIt(t *testing.T) {
 			case <-time.After(15 * time.Second):
 				t.Fatal("the run went on with a writable bind of bwrap's directory in its workspace")
 			}
-			_, err = trustedProgram(bin, t.TempDir(), testHarness)
+			_, err := trustedProgram(bin, t.TempDir(), testHarness)
 			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "its command may have written it") || !strings.Contains(err.Error(), file) {
 				t.Errorf("bwrap after a run its directory was exposed to: %v; want it refused, naming %s", err, file)
 			}
