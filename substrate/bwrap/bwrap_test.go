@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/mountinfo"
 	"github.com/cordon-run/cordon/internal/placeholder"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
@@ -1070,5 +1071,40 @@ func TestTrustedProgramRememberedAtOnce(t *testing.T) {
 		}
 		close(stop)
 		wg.Wait()
+	}
+}
+
+// TestExposedBy: a sandbox's mount exposes bwrap when it is writable, not
+// hidden by the sandbox's layers, on bwrap's file system, and its root is
+// bwrap, a directory above it, or holds one (a root escaped in the table
+// read as the path it is).
+func TestExposedBy(t *testing.T) {
+	places := []placed{
+		{"/usr/bin/bwrap", mountinfo.Place{Dev: "254:0", Path: "/usr/bin/bwrap"}},
+		{"/usr/bin", mountinfo.Place{Dev: "254:0", Path: "/usr/bin"}},
+		{"/usr", mountinfo.Place{Dev: "254:0", Path: "/usr"}},
+		{"/", mountinfo.Place{Dev: "254:0", Path: "/"}},
+		{"/opt/a b", mountinfo.Place{Dev: "254:0", Path: "/opt/a b"}},
+	}
+	layers := []layer{{point: "/"}, {point: "/tmp", hides: true}, {point: "/ws"}}
+	line := func(dev, root, point, opts string) string {
+		return "100 1 " + dev + " " + root + " " + point + " " + opts + " shared:1 - ext4 /dev/vda rw\n"
+	}
+	for _, tc := range []struct {
+		name, table, want string
+	}{
+		{"a writable bind of bwrap's directory in the workspace", line("254:0", "/usr/bin", "/ws/late", "rw,relatime"), "/usr/bin/bwrap"},
+		{"of bwrap itself", line("254:0", "/usr/bin/bwrap", "/ws/f", "rw"), "/usr/bin/bwrap"},
+		{"of the file system's root", line("254:0", "/", "/ws/root", "rw"), "/usr/bin/bwrap"},
+		{"an escaped root", line("254:0", `/opt/a\040b`, "/ws/x", "rw"), "/opt/a b"},
+		{"read-only", line("254:0", "/usr", "/ws/ro", "ro,relatime"), ""},
+		{"another file system", line("0:42", "/usr/bin", "/ws/other", "rw"), ""},
+		{"a directory beside bwrap's", line("254:0", "/usr/share", "/ws/share", "rw"), ""},
+		{"hidden by the sandbox's /tmp", line("254:0", "/usr/bin", "/tmp/late", "rw"), ""},
+		{"the workspace's own bind", line("254:0", "/ws", "/ws", "rw"), ""},
+	} {
+		if got, _ := exposedBy(tc.table, layers, places); got != tc.want {
+			t.Errorf("%s: exposes %q; want %q", tc.name, got, tc.want)
+		}
 	}
 }

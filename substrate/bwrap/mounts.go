@@ -434,7 +434,7 @@ func tableChanges(a, b string, layers []layer) []string {
 		if as[l] {
 			continue
 		}
-		if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
+		if !writable(l) {
 			continue
 		}
 		p := mountPoint(l)
@@ -502,8 +502,10 @@ func (r *running) distrustIfExposed(base, cur string, layers []layer) string {
 			came.WriteString(l)
 		}
 	}
-	p, point := exposedBy(came.String(), layers, r.binPlaces)
-	if len(r.binPlaces) == 0 {
+	var p, point string
+	if len(r.binPlaces) > 0 {
+		p, point = exposedBy(came.String(), layers, r.binPlaces)
+	} else {
 		p, point = exposedByAny(came.String(), layers) // untold: every such mount may expose it
 	}
 	if p == "" {
@@ -516,14 +518,17 @@ func (r *running) distrustIfExposed(base, cur string, layers []layer) string {
 // the table (mountinfo text), and bin's place unknown: the program.
 func exposedByAny(table string, layers []layer) (path, point string) {
 	for l := range strings.Lines(table) {
-		if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
-			continue
-		}
-		if pt := mountPoint(l); !coveredBy(pt, layers) {
+		if pt := mountPoint(l); writable(l) && !coveredBy(pt, layers) {
 			return "bwrap (its place could not be told)", pt
 		}
 	}
 	return "", ""
+}
+
+// writable reports whether the mount of a mountinfo line is not mounted
+// read-only.
+func writable(line string) bool {
+	return !slices.Contains(strings.Split(mountinfo.Field(line, 5), ","), "ro")
 }
 
 // distrustNote marks bwrap not to be trusted again for why, and returns

@@ -103,10 +103,7 @@ func checkProgram(bin, ws string, h harness.Config, workspaces bool) (string, er
 		}
 		return Unavailable(fmt.Errorf("refusing to run %s: %s; %s", real, why, fix))
 	}
-	inWorkspace := func(why string) error {
-		return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
-			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why)}
-	}
+	inWorkspace := func(why string) error { return workspaceRefusal(real, ws, why) }
 	if ws != "" {
 		if abs, err := filepath.Abs(ws); err == nil {
 			ws = abs
@@ -318,20 +315,25 @@ func exposes(real, ws string) ([]placed, error) {
 			break
 		}
 	}
-	refuse := func(why string) error {
-		return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
-			Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why)}
-	}
 	p, via, places, err := exposedIn(ws, paths)
 	switch {
 	case p != "":
-		return nil, refuse(exposure(p, real, via, ws))
-	case errors.Is(err, mountinfo.ErrUnsupported), errors.Is(err, os.ErrNotExist):
-		return nil, nil // a kernel that cannot tell; a workspace that is not there fails the run anyway
+		return nil, workspaceRefusal(real, ws, exposure(p, real, via, ws))
+	case errors.Is(err, mountinfo.ErrUnsupported):
+		return nil, nil // a kernel that cannot tell (docs/sandbox.md)
 	case err != nil:
-		return nil, refuse("cannot tell whether the workspace exposes it through a mount: " + err.Error())
+		// The program or a directory above it gone since it was
+		// checked is no less a refusal.
+		return nil, workspaceRefusal(real, ws, "cannot tell whether the workspace exposes it through a mount: "+err.Error())
 	}
 	return places, nil
+}
+
+// workspaceRefusal is the refusal of the program real because the
+// workspace ws would let sandboxed commands write it (why).
+func workspaceRefusal(real, ws, why string) error {
+	return &Error{Op: "start", Root: ws, Err: ErrUnavailable, detail: workspaceExposes,
+		Cause: fmt.Errorf("refusing to run %s: %s; use a workspace that holds neither it nor a directory above it", real, why)}
 }
 
 // exposedIn returns the first of paths (a program, then the directories
@@ -395,10 +397,7 @@ func exposedBy(table string, layers []layer, places []placed) (path, point strin
 			if p.place != (mountinfo.Place{Dev: dev, Path: root}) && !p.place.Within(mountinfo.Place{Dev: dev, Path: root}) {
 				continue
 			}
-			if slices.Contains(strings.Split(mountinfo.Field(l, 5), ","), "ro") {
-				break
-			}
-			if pt := mountPoint(l); !coveredBy(pt, layers) {
+			if pt := mountPoint(l); writable(l) && !coveredBy(pt, layers) {
 				return p.path, pt
 			}
 			break
