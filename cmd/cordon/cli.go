@@ -430,14 +430,31 @@ func readInput(r io.Reader, max int64) ([]byte, error) {
 type interrupt struct {
 	cancel context.CancelFunc
 	sigs   chan os.Signal
-	got    atomic.Value // os.Signal
+	got    atomic.Value  // os.Signal
+	caught chan struct{} // closed once the signals are caught
 }
 
+// interruptible catches SIGINT and SIGTERM for a run's context and
+// returns once they are caught.
 func interruptible() (context.Context, *interrupt) {
+	ctx, i := interruptibleSoon()
+	i.wait()
+	return ctx, i
+}
+
+// interruptibleSoon starts catching SIGINT and SIGTERM on a goroutine of
+// its own and returns at once: the first signal.Notify of a process
+// starts the thread os/signal keeps for its signal mask and hands each
+// signal to it, ~0.5 ms of a `cordon exec` here (scratch timeline), which
+// the command's way to its run need not wait for. Call wait before
+// anything a signal must stop starts; until then a signal ends cordon as
+// it would any program.
+func interruptibleSoon() (context.Context, *interrupt) {
 	ctx, cancel := context.WithCancel(context.Background())
-	i := &interrupt{cancel: cancel, sigs: make(chan os.Signal, 1)}
-	signal.Notify(i.sigs, os.Interrupt, syscall.SIGTERM)
+	i := &interrupt{cancel: cancel, sigs: make(chan os.Signal, 1), caught: make(chan struct{})}
 	go func() {
+		signal.Notify(i.sigs, os.Interrupt, syscall.SIGTERM)
+		close(i.caught)
 		select {
 		case s := <-i.sigs:
 			i.got.Store(s)
@@ -448,7 +465,11 @@ func interruptible() (context.Context, *interrupt) {
 	return ctx, i
 }
 
+// wait returns once SIGINT and SIGTERM are caught.
+func (i *interrupt) wait() { <-i.caught }
+
 func (i *interrupt) stop() {
+	i.wait()
 	signal.Stop(i.sigs)
 	i.cancel()
 }

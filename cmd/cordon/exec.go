@@ -107,6 +107,11 @@ func runExec(e *env, args []string) int {
 		return e.handOff()
 	}
 	go warmStart()
+	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
+	// dies before cordon exits. They are caught while the command is
+	// admitted, and before it runs.
+	ctx, intr := interruptibleSoon()
+	defer intr.stop()
 	sub := bwrap.Name
 	switch {
 	case *noSandbox:
@@ -142,10 +147,7 @@ func runExec(e *env, args []string) int {
 	defer rt.Close()
 	rt.Ahead(p) // what the run needs first, made while the rest gets ready
 
-	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
-	// dies before cordon exits.
-	ctx, intr := interruptible()
-	defer intr.stop()
+	intr.wait()
 	if *receipt {
 		// The log opens before the run: a receipt that cannot be
 		// written stops the command before it runs.

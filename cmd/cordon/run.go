@@ -47,6 +47,12 @@ func runRun(e *env, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
+	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
+	// dies before cordon exits. They are caught while the admitter and
+	// the registry open (not while the input is read: a signal then ends
+	// cordon at once), and before the tool is prepared.
+	ctx, intr := interruptibleSoon()
+	defer intr.stop()
 	a, err := e.admitter(true, true)
 	if err != nil {
 		return e.fail(err)
@@ -56,11 +62,7 @@ func runRun(e *env, args []string) int {
 		return e.fail(err)
 	}
 
-	// SIGINT and SIGTERM end the run like a timeout does: the whole tree
-	// dies before cordon exits.
-	ctx, intr := interruptible()
-	defer intr.stop()
-
+	intr.wait()
 	p, err := a.Prepare(ctx, reg, name, data)
 	if err != nil {
 		var hc *admission.HostChangedError
