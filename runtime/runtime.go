@@ -243,8 +243,8 @@ func (r *Runtime) Warm(p *admission.Prepared) error {
 }
 
 // Ahead readies, in the background, what a run of p is about to need and
-// can be made before it is asked for: on bwrap, its cgroups and its
-// seccomp program. A caller
+// can be made before it is asked for: on bwrap, its cgroups, its seccomp
+// program and the check of bwrap itself. A caller
 // that has admitted a command and has more to do before it runs it (a
 // command line setting up its signals) calls it first. Nothing of the
 // run is decided by it: a run takes what was readied only when it is
@@ -254,7 +254,7 @@ func (r *Runtime) Ahead(p *admission.Prepared) {
 		return
 	}
 	if spec, err := r.bwrapSpec(p); err == nil {
-		spec.Policy.Ahead(r.groups)
+		spec.Ahead()
 	}
 }
 
