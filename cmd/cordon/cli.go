@@ -468,10 +468,16 @@ func interruptibleSoon() (context.Context, *interrupt) {
 // wait returns once SIGINT and SIGTERM are caught.
 func (i *interrupt) wait() { <-i.caught }
 
+// stop ends the catching: at once for the run's context, and in the
+// background for the signals (signal.Stop hands each to os/signal's
+// thread, ~0.1 ms a one-shot command would wait for before it exits; one
+// that comes meanwhile is caught and ignored, the run being over).
 func (i *interrupt) stop() {
-	i.wait()
-	signal.Stop(i.sigs)
 	i.cancel()
+	go func() {
+		i.wait()
+		signal.Stop(i.sigs)
+	}()
 }
 
 // exitOf is the exit code of a finished run: the child's own, 124 when
