@@ -152,6 +152,12 @@ func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error
 	if p.Tool != nil {
 		res.Tool, res.Digest, res.Regranted = g.Tool, g.Digest, p.Rechecked
 	}
+	// A context that has ended already starts nothing, on any substrate
+	// (on the host or Landlock the command would start, then be ended;
+	// on bwrap its sandbox would be built and never released).
+	if err := ctx.Err(); err != nil {
+		return notRun(res, refusal.Errorf(refusal.Canceled, "the run's context ended before it started (%w); nothing ran", err))
+	}
 	var err error
 	switch g.Substrate {
 	case bwrap.Name:
@@ -168,10 +174,16 @@ func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error
 		err = refusal.Errorf(refusal.SandboxUnavailable, "tool %q runs on the %s substrate, which this cordon does not have", g.Tool, g.Substrate)
 	}
 	if err != nil {
-		return Result{Substrate: res.Substrate, Tool: res.Tool, Digest: res.Digest,
-			Outcome: substrate.Outcome{ExitCode: refusal.ExitCode(err)}}, err
+		return notRun(res, err)
 	}
 	return res, nil
+}
+
+// notRun is what Run returns for res when err says the run did not
+// happen: nothing in the result reads as success.
+func notRun(res Result, err error) (Result, error) {
+	return Result{Substrate: res.Substrate, Tool: res.Tool, Digest: res.Digest,
+		Outcome: substrate.Outcome{ExitCode: refusal.ExitCode(err)}}, err
 }
 
 // bwrapSpec is the bwrap spec of a run of p, and its policy.

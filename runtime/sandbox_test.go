@@ -22,6 +22,7 @@ import (
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/internal/testenv"
 	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/landlock"
 	"github.com/cordon-run/cordon/substrate/oci"
@@ -804,6 +805,33 @@ func TestCancellationKillsTheTree(t *testing.T) {
 		}
 		if left := testenv.ProcessesWith(marker); len(left) > 0 {
 			t.Errorf("processes outlived the canceled run: %v", left)
+		}
+	})
+}
+
+// TestAnEndedContextStartsNothing runs a command with a context canceled
+// before the call, on every substrate: nothing starts (on the host or
+// Landlock the command would have run until the cancel reached it), and
+// the error is a Canceled one with a result that does not read as success.
+func TestAnEndedContextStartsNothing(t *testing.T) {
+	everyMode(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		ran := filepath.Join(ws, "ran")
+		p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
+		rt := runtime.New(runtime.Config{})
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, err := rt.Run(ctx, p)
+		if !errors.Is(err, refusal.Canceled) || !errors.Is(err, context.Canceled) {
+			t.Errorf("error %v, want a Canceled refusal wrapping context.Canceled", err)
+		}
+		if res.ExitCode == 0 || res.Sandboxed {
+			t.Errorf("result %+v reads as a run that happened", res)
+		}
+		rt.Close() // whatever the run had started is over
+		if _, err := os.Stat(ran); err == nil {
+			t.Error("the command ran")
 		}
 	})
 }

@@ -446,9 +446,11 @@ func interruptible() (context.Context, *interrupt) {
 // its own and returns at once: the first signal.Notify of a process
 // starts the thread os/signal keeps for its signal mask and hands each
 // signal to it, ~0.5 ms of a `cordon exec` here (scratch timeline), which
-// the command's way to its run need not wait for. Call wait before
-// anything a signal must stop starts; until then a signal ends cordon as
-// it would any program.
+// the command's way to its run need not wait for. A signal ends cordon as
+// it would any program until the goroutine has caught them, and cancels
+// the context from then on; before anything a signal must stop starts,
+// call wait and then [interrupt.interrupted], so that one that came while
+// the command was admitted stops it there.
 func interruptibleSoon() (context.Context, *interrupt) {
 	ctx, cancel := context.WithCancel(context.Background())
 	i := &interrupt{cancel: cancel, sigs: make(chan os.Signal, 1), caught: make(chan struct{})}
@@ -465,8 +467,22 @@ func interruptibleSoon() (context.Context, *interrupt) {
 	return ctx, i
 }
 
+// admittedHook, set by tests alone, runs in exec and run once the command
+// is admitted, before the wait for the signals' catching: a test signals
+// cordon there.
+var admittedHook func(*interrupt)
+
 // wait returns once SIGINT and SIGTERM are caught.
 func (i *interrupt) wait() { <-i.caught }
+
+// interrupted returns the exit code of a command that SIGINT or SIGTERM
+// stopped (128+N), and whether one came.
+func (i *interrupt) interrupted() (int, bool) {
+	if s, ok := i.got.Load().(syscall.Signal); ok {
+		return 128 + int(s), true
+	}
+	return 0, false
+}
 
 // stop ends the catching: at once for the run's context, and in the
 // background for the signals (signal.Stop hands each to os/signal's
@@ -487,8 +503,8 @@ func (i *interrupt) exitOf(res runtime.Result) int {
 	case res.TimedOut:
 		return exitTimeout
 	case res.Canceled:
-		if s, ok := i.got.Load().(syscall.Signal); ok {
-			return 128 + int(s)
+		if code, ok := i.interrupted(); ok {
+			return code
 		}
 		return exitError
 	}

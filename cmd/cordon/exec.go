@@ -147,7 +147,13 @@ func runExec(e *env, args []string) int {
 	defer rt.Close()
 	rt.Ahead(p) // what the run needs first, made while the rest gets ready
 
+	if admittedHook != nil {
+		admittedHook(intr)
+	}
 	intr.wait()
+	if code, ok := intr.interrupted(); ok {
+		return code // while the command was admitted: it never starts
+	}
 	if *receipt {
 		// The log opens before the run: a receipt that cannot be
 		// written stops the command before it runs.
@@ -160,6 +166,9 @@ func runExec(e *env, args []string) int {
 	}
 	res, err := rt.Run(ctx, p)
 	if err != nil {
+		if code, ok := intr.interrupted(); ok {
+			return code // before the command started: runtime.Run says so
+		}
 		return e.fail(err)
 	}
 	entry, receiptErr := e.recordRun(ctx, *receipt, "exec", p, res)

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 		denyNamespaces()
 	}
 	if os.Getenv("CORDON_TEST_AS_CORDON") == "1" {
+		if os.Getenv(envSignalAdmitted) == "1" {
+			admittedHook = signalAdmitted
+		}
 		os.Exit(doMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	// cordon's per-user key store and cache, for every test and every
@@ -352,6 +355,48 @@ func TestExecKeepsCordonsSecretsOut(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "PASSED_ON="+secret+"-granted") {
 		t.Errorf("--env PASSED_ON did not pass the variable in:\n%s", out)
+	}
+}
+
+// envSignalAdmitted makes a cordon process of the tests send itself SIGINT
+// once its command is admitted (signalAdmitted).
+const envSignalAdmitted = "CORDON_TEST_SIGNAL_ADMITTED"
+
+// signalAdmitted sends this process SIGINT and returns once it is caught,
+// or after 5 s.
+func signalAdmitted(i *interrupt) {
+	i.wait()
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, ok := i.interrupted(); ok {
+			return
+		}
+	}
+}
+
+// TestExecSignalWhileAdmittingStartsNothing sends cordon SIGINT once its
+// command is admitted, its signals caught, on every way exec runs a
+// command: cordon exits 130 and the command never starts (on the host it
+// used to run, for as long as the grace after a cancel, before the
+// signal stopped it).
+func TestExecSignalWhileAdmittingStartsNothing(t *testing.T) {
+	for _, mode := range [][]string{{"--no-sandbox"}, {"--substrate", "bwrap"}, {"--substrate", "landlock"}} {
+		t.Run(mode[len(mode)-1], func(t *testing.T) {
+			if mode[0] != "--no-sandbox" {
+				needBwrap(t)
+			}
+			ws := tempWorkspace(t)
+			ran := filepath.Join(ws, "ran")
+			args := append(append([]string{"-w", ws, "exec"}, mode...), "--", "sh", "-c", "trap '' TERM INT; touch "+ran+"; sleep 3")
+			cmd := cordonProcess(t, append(os.Environ(), envSignalAdmitted+"=1"), args...)
+			out, err := cmd.CombinedOutput()
+			if code := procExit(err); code != 128+int(syscall.SIGINT) {
+				t.Errorf("cordon exited %d, want %d: %s", code, 128+int(syscall.SIGINT), out)
+			}
+			if _, err := os.Stat(ran); err == nil {
+				t.Error("the command started")
+			}
+		})
 	}
 }
 

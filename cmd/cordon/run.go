@@ -62,9 +62,18 @@ func runRun(e *env, args []string) int {
 		return e.fail(err)
 	}
 
+	if admittedHook != nil {
+		admittedHook(intr)
+	}
 	intr.wait()
+	if code, ok := intr.interrupted(); ok {
+		return code // while the tool was looked up: it never starts
+	}
 	p, err := a.Prepare(ctx, reg, name, data)
 	if err != nil {
+		if code, ok := intr.interrupted(); ok {
+			return code
+		}
 		var hc *admission.HostChangedError
 		if errors.As(err, &hc) {
 			return e.refuse("run", name, hc.Refusal)
@@ -83,6 +92,9 @@ func runRun(e *env, args []string) int {
 	defer rt.Close()
 	res, err := rt.Run(ctx, p)
 	if err != nil {
+		if code, ok := intr.interrupted(); ok {
+			return code // before the tool started: runtime.Run says so
+		}
 		return e.fail(err)
 	}
 	entry, receiptErr := e.recordRun(ctx, *receipt, "run", p, res)
