@@ -279,6 +279,11 @@ func (r *Runtime) PoolStats() bwrap.PoolStats {
 }
 
 func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *Result) error {
+	// Its command writes the workspace with every mount below it: not
+	// where it could write the bwrap later runs start.
+	if err := bwrap.Exposure(p.Workspace, r.getenv("PATH")); err != nil {
+		return err
+	}
 	g := p.Grant
 	policy, err := landlock.PolicyOf(g.All(), p.Workspace)
 	if err != nil {
@@ -305,6 +310,11 @@ func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *R
 // runOCI runs p as a container of the OCI runtime that runs one here
 // ([oci.Detect]): the sandbox bwrap would make, stated as a bundle.
 func (r *Runtime) runOCI(ctx context.Context, p *admission.Prepared, res *Result) error {
+	// As on Landlock (the bundle binds the workspace rbind): the OCI
+	// runtime's own exposure oci.Detect asks.
+	if err := bwrap.Exposure(p.Workspace, r.getenv("PATH")); err != nil {
+		return err
+	}
 	spec, err := r.bwrapSpec(p)
 	if err != nil {
 		return err

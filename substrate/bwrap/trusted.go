@@ -308,14 +308,7 @@ func exposes(real, ws string) ([]placed, error) {
 	if ws == "" {
 		return nil, nil
 	}
-	paths := []string{real}
-	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
-		paths = append(paths, d)
-		if d == "/" || d == "." {
-			break
-		}
-	}
-	p, via, places, err := exposedIn(ws, paths)
+	p, via, places, err := exposedIn(ws, pathsOf(real))
 	switch {
 	case p != "":
 		return nil, workspaceRefusal(real, ws, exposure(p, real, via, ws))
@@ -327,6 +320,51 @@ func exposes(real, ws string) ([]placed, error) {
 		return nil, workspaceRefusal(real, ws, "cannot tell whether the workspace exposes it through a mount: "+err.Error())
 	}
 	return places, nil
+}
+
+// pathsOf returns the program real and the directories above it, "/"
+// last.
+func pathsOf(real string) []string {
+	paths := []string{real}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		paths = append(paths, d)
+		if d == "/" || d == "." {
+			return paths
+		}
+	}
+}
+
+// Exposure refuses a run on another substrate — Landlock, an OCI
+// runtime — in the workspace ws when its command could write the bwrap
+// that later runs on this host start (the one the PATH value path finds,
+// resolved), or a directory above it: through a mount inside ws, or ws
+// itself being one of them by another path ([exposedIn]; their commands
+// write the workspace with every mount below it, as a bwrap run's do).
+// nil when it could not, when no bwrap is found, or when the kernel
+// cannot tell (before 5.8). A bwrap run asks the same of its own bwrap
+// before its release. The refusal is a [refusal.WorkspaceRefused].
+func Exposure(ws, path string) error {
+	bin, err := findIn(path)
+	if err != nil {
+		return nil // no bwrap for a later run to start
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return nil // gone since it was found: none either
+	}
+	p, via, _, err := exposedIn(ws, pathsOf(real))
+	const fix = "use a workspace that holds neither it nor a directory above it"
+	switch {
+	case p != "":
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing the workspace %s: later runs on this host start %s, and %s; %s",
+			ws, real, exposure(p, real, via, ws), fix)
+	case errors.Is(err, mountinfo.ErrUnsupported):
+		return nil
+	case err != nil:
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing the workspace %s: later runs on this host start %s, and whether the workspace exposes it through a mount cannot be told (%v); %s",
+			ws, real, err, fix)
+	}
+	return nil
 }
 
 // workspaceRefusal is the refusal of the program real because the

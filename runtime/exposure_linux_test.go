@@ -1,0 +1,109 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
+	"github.com/cordon-run/cordon/runtime"
+	"github.com/cordon-run/cordon/substrate/bwrap"
+)
+
+// TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap: a workspace holding a
+// bind of the directory of the bwrap later runs start (the one PATH
+// finds: a copy here) is refused on every substrate before the command
+// starts — on Landlock and OCI too, whose commands write the workspace
+// with every mount below it, and would have written bwrap as root.
+func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	sys, err := bwrap.Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	data, err := os.ReadFile(sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bwrap")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		tools := filepath.Join(ws, "tools")
+		os.Mkdir(tools, 0o755)
+		if err := unix.Mount(dir, tools, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+		ran := filepath.Join(ws, "ran")
+		p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
+		rt := runtime.New(runtime.Config{Environ: env})
+		defer rt.Close()
+		res, err := rt.Run(context.Background(), p)
+		want := refusal.WorkspaceRefused
+		if sub == bwrap.Name {
+			want = refusal.SandboxUnavailable // bwrap's own check, before the release
+		}
+		if !errors.Is(err, want) || !strings.Contains(err.Error(), "a mount inside the workspace") {
+			t.Errorf("Run = %v; want a %s naming the mount inside the workspace", err, want.Name())
+		}
+		if res.ExitCode == 0 {
+			t.Errorf("result %+v reads as a run that happened", res)
+		}
+		rt.Close()
+		if _, err := os.Stat(ran); err == nil {
+			t.Error("the command ran")
+		}
+		if after, _ := os.ReadFile(bin); string(after) != string(data) {
+			t.Error("bwrap changed")
+		}
+	})
+}
+
+// TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap: the bwrap later runs
+// start (first on PATH) inside the workspace is refused on every
+// substrate, for root and for an unprivileged user alike.
+func TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap(t *testing.T) {
+	sys, err := bwrap.Find(os.Getenv("PATH"))
+	testenv.Require(t, err == nil, "bubblewrap: %v", err)
+	data, err := os.ReadFile(sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		dir := filepath.Join(ws, "bin")
+		os.Mkdir(dir, 0o755)
+		bin := filepath.Join(dir, "bwrap")
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		env := append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+		ran := filepath.Join(ws, "ran")
+		p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
+		rt := runtime.New(runtime.Config{Environ: env})
+		defer rt.Close()
+		_, err := rt.Run(context.Background(), p)
+		want := refusal.WorkspaceRefused
+		if sub == bwrap.Name {
+			want = refusal.SandboxUnavailable
+		}
+		if !errors.Is(err, want) || !strings.Contains(err.Error(), bin) {
+			t.Errorf("Run = %v; want a %s naming %s", err, want.Name(), bin)
+		}
+		rt.Close()
+		if _, err := os.Stat(ran); err == nil {
+			t.Error("the command ran")
+		}
+	})
+}
