@@ -45,25 +45,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 			t.Fatalf("bind mount: %v", err)
 		}
 		t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
-		ran := filepath.Join(ws, "ran")
-		p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
-		rt := runtime.New(runtime.Config{Environ: env})
-		defer rt.Close()
-		res, err := rt.Run(context.Background(), p)
-		want := refusal.WorkspaceRefused
-		if sub == bwrap.Name {
-			want = refusal.SandboxUnavailable // bwrap's own check, before the release
-		}
-		if !errors.Is(err, want) || !strings.Contains(err.Error(), "a mount inside the workspace") {
-			t.Errorf("Run = %v; want a %s naming the mount inside the workspace", err, want.Name())
-		}
-		if res.ExitCode == 0 {
-			t.Errorf("result %+v reads as a run that happened", res)
-		}
-		rt.Close()
-		if _, err := os.Stat(ran); err == nil {
-			t.Error("the command ran")
-		}
+		refusedOn(t, sub, ws, env, "a mount inside the workspace")
 		if after, _ := os.ReadFile(bin); string(after) != string(data) {
 			t.Error("bwrap changed")
 		}
@@ -88,22 +70,34 @@ func TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap(t *testing.T) {
 		if err := os.WriteFile(bin, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		env := append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
-		ran := filepath.Join(ws, "ran")
-		p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
-		rt := runtime.New(runtime.Config{Environ: env})
-		defer rt.Close()
-		_, err := rt.Run(context.Background(), p)
-		want := refusal.WorkspaceRefused
-		if sub == bwrap.Name {
-			want = refusal.SandboxUnavailable
-		}
-		if !errors.Is(err, want) || !strings.Contains(err.Error(), bin) {
-			t.Errorf("Run = %v; want a %s naming %s", err, want.Name(), bin)
-		}
-		rt.Close()
-		if _, err := os.Stat(ran); err == nil {
-			t.Error("the command ran")
-		}
+		refusedOn(t, sub, ws, append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH")), bin)
 	})
+}
+
+// refusedOn runs a command in ws on the substrate sub, with the
+// environment env, and fails the test unless the run is refused for
+// exposing bwrap — by bwrap's own check on bwrap (SandboxUnavailable),
+// as WorkspaceRefused on the others — with a message that mentions
+// mention, and the command never ran.
+func refusedOn(t *testing.T, sub, ws string, env []string, mention string) {
+	t.Helper()
+	ran := filepath.Join(ws, "ran")
+	p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
+	rt := runtime.New(runtime.Config{Environ: env})
+	defer rt.Close()
+	res, err := rt.Run(context.Background(), p)
+	want := refusal.WorkspaceRefused
+	if sub == bwrap.Name {
+		want = refusal.SandboxUnavailable // bwrap's own check, before the release
+	}
+	if !errors.Is(err, want) || !strings.Contains(err.Error(), mention) {
+		t.Errorf("Run = %v; want a %s that mentions %q", err, want.Name(), mention)
+	}
+	if res.ExitCode == 0 {
+		t.Errorf("result %+v reads as a run that happened", res)
+	}
+	rt.Close()
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
 }
