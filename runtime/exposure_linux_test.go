@@ -18,8 +18,8 @@ import (
 
 // TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap: a workspace holding a
 // bind of the directory of the bwrap later runs start (the one PATH
-// finds: a copy here) is refused on every substrate before the command
-// starts — on Landlock and OCI too, whose commands write the workspace
+// finds: a copy here), or of a directory PATH searches before it, is
+// refused on every substrate before the command starts — on Landlock and OCI too, whose commands write the workspace
 // with every mount below it, and would have written bwrap as root.
 func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 	if !testenv.PrivateMounts(t) {
@@ -36,20 +36,27 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
-	substrates(t, func(t *testing.T, sub string) {
-		ws := workspace(t, base(t))
-		tools := filepath.Join(ws, "tools")
-		os.Mkdir(tools, 0o755)
-		if err := unix.Mount(dir, tools, "", unix.MS_BIND, ""); err != nil {
-			t.Fatalf("bind mount: %v", err)
-		}
-		t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
-		refusedOn(t, sub, ws, env, "a mount inside the workspace")
-		if after, _ := os.ReadFile(bin); string(after) != string(data) {
-			t.Error("bwrap changed")
-		}
-	})
+	// A directory PATH searches before bwrap's: a bwrap put there would
+	// be found first.
+	early := t.TempDir()
+	env := append(os.Environ(), "PATH="+early+":"+dir+":"+os.Getenv("PATH"))
+	for _, bound := range []string{dir, early} {
+		t.Run(map[string]string{dir: "bwrap's directory", early: "a directory searched first"}[bound], func(t *testing.T) {
+			substrates(t, func(t *testing.T, sub string) {
+				ws := workspace(t, base(t))
+				tools := filepath.Join(ws, "tools")
+				os.Mkdir(tools, 0o755)
+				if err := unix.Mount(bound, tools, "", unix.MS_BIND, ""); err != nil {
+					t.Fatalf("bind mount: %v", err)
+				}
+				t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+				refusedOn(t, sub, ws, env, "a mount inside the workspace")
+				if after, _ := os.ReadFile(bin); string(after) != string(data) {
+					t.Error("bwrap changed")
+				}
+			})
+		})
+	}
 }
 
 // TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap: the bwrap later runs
@@ -70,7 +77,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap(t *testing.T) {
 		if err := os.WriteFile(bin, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		refusedOn(t, sub, ws, append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH")), bin)
+		refusedOn(t, sub, ws, append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH")), "it is inside the workspace")
 	})
 }
 
@@ -81,7 +88,9 @@ func TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap(t *testing.T) {
 // mention, and the command never ran.
 func refusedOn(t *testing.T, sub, ws string, env []string, mention string) {
 	t.Helper()
-	ran := filepath.Join(ws, "ran")
+	out := filepath.Join(ws, "out")
+	os.Mkdir(out, 0o755)
+	ran := filepath.Join(out, "ran") // below an entry: Landlock makes nothing new at the top
 	p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
 	rt := runtime.New(runtime.Config{Environ: env})
 	defer rt.Close()
@@ -100,4 +109,28 @@ func refusedOn(t *testing.T, sub, ws string, env []string, mention string) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the command ran")
 	}
+}
+
+// TestAPathDirectoryInsideTheWorkspaceIsNoRefusal: a directory of the
+// workspace that PATH searches before bwrap's (a project's bin) does not
+// refuse the run — a bwrap a command put there is refused by the next
+// run's own check (a directory that has been a workspace); only a mount
+// inside the workspace shows such a directory under another path.
+func TestAPathDirectoryInsideTheWorkspaceIsNoRefusal(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		dir := filepath.Join(ws, "bin")
+		os.Mkdir(dir, 0o755)
+		env := append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+		ran := filepath.Join(dir, "ran") // below an entry: Landlock makes nothing new at the top
+		p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
+		rt := runtime.New(runtime.Config{Environ: env})
+		defer rt.Close()
+		if res, err := rt.Run(context.Background(), p); err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run = %+v, %v; want the command run", res, err)
+		}
+		if _, err := os.Stat(ran); err != nil {
+			t.Error("the command did not run")
+		}
+	})
 }

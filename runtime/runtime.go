@@ -145,7 +145,9 @@ func (r Result) String() string {
 // command not found (127) — never a panic. An error means nothing ran; the
 // Result that comes with it is not a success (its exit code is the
 // error's, [refusal.ExitCode]) and says Sandboxed false. Cancelling ctx
-// ends the run like a timeout does and returns a Result with Canceled set.
+// ends the run like a timeout does and returns a Result with Canceled set;
+// a ctx that has ended before Run is called starts nothing: a Canceled
+// refusal.
 func (r *Runtime) Run(ctx context.Context, p *admission.Prepared) (Result, error) {
 	g := p.Grant
 	res := Result{Substrate: g.Substrate}
@@ -281,7 +283,7 @@ func (r *Runtime) PoolStats() bwrap.PoolStats {
 func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *Result) error {
 	// Its command writes the workspace with every mount below it: not
 	// where it could write the bwrap later runs start.
-	if err := bwrap.Exposure(p.Workspace, r.getenv("PATH")); err != nil {
+	if err := bwrap.Exposure("a landlock run", p.Workspace, r.getenv("PATH")); err != nil {
 		return err
 	}
 	g := p.Grant
@@ -312,7 +314,7 @@ func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *R
 func (r *Runtime) runOCI(ctx context.Context, p *admission.Prepared, res *Result) error {
 	// As on Landlock (the bundle binds the workspace rbind): the OCI
 	// runtime's own exposure oci.Detect asks.
-	if err := bwrap.Exposure(p.Workspace, r.getenv("PATH")); err != nil {
+	if err := bwrap.Exposure("an oci run", p.Workspace, r.getenv("PATH")); err != nil {
 		return err
 	}
 	spec, err := r.bwrapSpec(p)

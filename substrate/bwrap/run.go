@@ -296,7 +296,11 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 		if err != nil {
 			return nil, nil // refused already
 		}
-		return exposes(real, s.Policy.Workspace())
+		places, err := exposes(real, s.Policy.Workspace())
+		if err == nil {
+			err = exposesLater(s, real)
+		}
+		return places, err
 	})
 	if sb == nil {
 		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ), early: s.Policy.limits.BornLimited()}

@@ -334,16 +334,55 @@ func pathsOf(real string) []string {
 	}
 }
 
+// laterPaths returns, of what a later run's start of the bwrap found in
+// the PATH value path depends on besides the program itself, what exists
+// now, each with the directories above it: the path found, unresolved (a
+// link there can be replaced), and the PATH directories searched before
+// its own (a bwrap put in one is found first). None for bin "" (a
+// program given, not searched for). Left out: what lies inside the
+// workspace ws by its path — a later run's own check refuses a program
+// found in a directory that has been a workspace ([checkProgram]); only a
+// mount shows it under another path.
+func laterPaths(path, bin, ws string) []string {
+	if bin == "" {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		for _, q := range pathsOf(p) {
+			var st unix.Stat_t
+			if !seen[q] && !within(q, ws) && unix.Lstat(q, &st) == nil {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+	}
+	add(bin)
+	for _, d := range filepath.SplitList(path) {
+		if d = filepath.Clean(d); !filepath.IsAbs(d) {
+			continue // Find skips it too
+		}
+		if d == filepath.Dir(bin) {
+			break
+		}
+		add(d)
+	}
+	return out
+}
+
 // Exposure refuses a run on another substrate — Landlock, an OCI
-// runtime — in the workspace ws when its command could write the bwrap
-// that later runs on this host start (the one the PATH value path finds,
-// resolved), or a directory above it: through a mount inside ws, or ws
-// itself being one of them by another path ([exposedIn]; their commands
-// write the workspace with every mount below it, as a bwrap run's do).
-// nil when it could not, when no bwrap is found, or when the kernel
-// cannot tell (before 5.8). A bwrap run asks the same of its own bwrap
-// before its release. The refusal is a [refusal.WorkspaceRefused].
-func Exposure(ws, path string) error {
+// runtime; what names it, "a landlock run" — in the workspace ws when its
+// command could write the bwrap that later runs on this host start (the
+// one the PATH value path finds, resolved) or a directory above it, plant
+// one where PATH would find it first, or replace the link it was found
+// by: the workspace holds it, or a mount inside ws is it or holds it, or
+// ws itself is one of them by another path ([exposedIn]; such a run's
+// command writes the workspace with every mount below it, as a bwrap
+// run's does). nil when it could not, when no bwrap is found, or when the
+// kernel cannot tell (before 5.8). A bwrap run asks the same of its own
+// program before its release. The refusal is a [refusal.WorkspaceRefused].
+func Exposure(what, ws, path string) error {
 	bin, err := findIn(path)
 	if err != nil {
 		return nil // no bwrap for a later run to start
@@ -352,19 +391,73 @@ func Exposure(ws, path string) error {
 	if err != nil {
 		return nil // gone since it was found: none either
 	}
-	p, via, _, err := exposedIn(ws, pathsOf(real))
-	const fix = "use a workspace that holds neither it nor a directory above it"
+	p, via, _, err := exposedIn(ws, append(pathsOf(real), laterPaths(path, bin, ws)...))
+	const fix = "use a workspace that holds neither bwrap nor a directory on its way (or install bubblewrap outside it, first on PATH)"
 	switch {
 	case p != "":
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing the workspace %s: later runs on this host start %s, and %s; %s",
-			ws, real, exposure(p, real, via, ws), fix)
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: later runs on this host start %s, and %s; %s",
+			what, ws, bin, exposureOf(p, bin, real, via, ws), fix)
 	case errors.Is(err, mountinfo.ErrUnsupported):
 		return nil
 	case err != nil:
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing the workspace %s: later runs on this host start %s, and whether the workspace exposes it through a mount cannot be told (%v); %s",
-			ws, real, err, fix)
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: later runs on this host start %s, and whether the workspace exposes it through a mount cannot be told (%v); %s",
+			what, ws, bin, err, fix)
 	}
 	return nil
+}
+
+// exposesLater refuses the run of s, whose program is real, where its
+// workspace exposes what a later start of the bwrap PATH finds depends on
+// besides the program and the directories above it ([laterPaths]), as
+// [exposes] refuses those.
+func exposesLater(s Spec, real string) error {
+	if s.Bwrap != "" {
+		return nil // given, not searched for
+	}
+	path, _ := lookupEnv(s.Environ, "PATH")
+	bin, err := findIn(path)
+	if err != nil {
+		return nil
+	}
+	ws := s.Policy.Workspace()
+	paths := laterPaths(path, bin, ws)
+	if len(paths) == 0 {
+		return nil
+	}
+	p, via, _, err := exposedIn(ws, paths)
+	switch {
+	case p != "":
+		return workspaceRefusal(real, ws, exposureOf(p, bin, real, via, ws))
+	case errors.Is(err, mountinfo.ErrUnsupported):
+		return nil
+	case err != nil:
+		return workspaceRefusal(real, ws, "cannot tell whether the workspace exposes the way PATH finds it through a mount: "+err.Error())
+	}
+	return nil
+}
+
+// exposureOf says how the workspace ws exposes p — the program real
+// (found as bin), a directory above it, or a path a later search for it
+// depends on — through the mount point via.
+func exposureOf(p, bin, real, via, ws string) string {
+	if p != real && p != bin && !within(real, p) {
+		if within(bin, p) {
+			return fmt.Sprintf("%s, the way PATH finds it, is writable in the sandbox (%s)", p, placeOf(p, via, ws))
+		}
+		return fmt.Sprintf("%s, a directory PATH searches before bwrap's, is writable in the sandbox (%s): a bwrap put there would be found first", p, placeOf(p, via, ws))
+	}
+	return exposure(p, real, via, ws)
+}
+
+// placeOf says where p lies for the workspace ws, reached through via.
+func placeOf(p, via, ws string) string {
+	switch {
+	case via == ws && within(p, ws):
+		return "inside the workspace"
+	case via == ws:
+		return "the workspace is it, or holds it, under another path"
+	}
+	return "through " + via + ", a mount inside the workspace"
 }
 
 // workspaceRefusal is the refusal of the program real because the
@@ -450,6 +543,9 @@ func exposure(p, real, via, ws string) string {
 	what := p + ", a directory above it,"
 	if p == real {
 		what = "it"
+	}
+	if via == ws && within(p, ws) {
+		return fmt.Sprintf("%s is inside the workspace %s, where sandboxed commands write", what, ws)
 	}
 	if via == ws {
 		return fmt.Sprintf("%s is in the workspace %s under another path (a bind mount), where sandboxed commands write", what, ws)
