@@ -37,11 +37,19 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A directory PATH searches before bwrap's: a bwrap put there would
-	// be found first.
-	early := t.TempDir()
-	env := append(os.Environ(), "PATH="+early+":"+dir+":"+os.Getenv("PATH"))
-	for _, bound := range []string{dir, early} {
-		t.Run(map[string]string{dir: "bwrap's directory", early: "a directory searched first"}[bound], func(t *testing.T) {
+	// be found first. A link to bwrap, found first: it could be replaced.
+	early, links := t.TempDir(), t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(links, "bwrap")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, bound, path string }{
+		{"bwrap's directory", dir, dir},
+		{"a directory searched first", early, early + ":" + dir},
+		{"the directory of a link to it", links, links + ":" + dir},
+	} {
+		env := append(os.Environ(), "PATH="+tc.path+":"+os.Getenv("PATH"))
+		bound := tc.bound
+		t.Run(tc.name, func(t *testing.T) {
 			substrates(t, func(t *testing.T, sub string) {
 				ws := workspace(t, base(t))
 				tools := filepath.Join(ws, "tools")
