@@ -547,12 +547,21 @@ func writeFile(path, v string) error {
 	return writeTo(fd, path, v)
 }
 
-// writeTo writes v to fd, the file path open for writing.
+// writeTo writes v to fd, the file path open for writing. A write the
+// kernel gave up on for a signal (EINTR: the Go runtime preempts its
+// threads with SIGURG, and a v1 memory limit's write reclaims until the
+// usage fits, checking for signals) took no effect, and is made again.
 func writeTo(fd int, path, v string) error {
-	if _, err := unix.Write(fd, []byte(v)); err != nil {
-		return fmt.Errorf("limits: cannot write %s to %s: %w", v, path, err)
+	for {
+		_, err := unix.Write(fd, []byte(v))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("limits: cannot write %s to %s: %w", v, path, err)
+		}
+		return nil
 	}
-	return nil
 }
 
 func fileExists(path string) bool {
