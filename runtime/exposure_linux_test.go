@@ -67,6 +67,30 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 	}
 }
 
+// TestNoSubstrateRunsWhereTheWorkspaceExposesItsRunner: a workspace
+// holding a bind of the directory of the program that runs the runtime
+// (cordon, here this test binary) is refused on every substrate before
+// the command starts: nothing checks that program before its next start.
+func TestNoSubstrateRunsWhereTheWorkspaceExposesItsRunner(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		tools := filepath.Join(ws, "tools")
+		os.Mkdir(tools, 0o755)
+		if err := unix.Mount(filepath.Dir(self), tools, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+		refusedOn(t, sub, ws, os.Environ(), "the program this process runs", refusal.WorkspaceRefused)
+	})
+}
+
 // TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap: the bwrap later runs
 // start (first on PATH) inside the workspace is refused on every
 // substrate, for root and for an unprivileged user alike.
@@ -90,11 +114,11 @@ func TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap(t *testing.T) {
 }
 
 // refusedOn runs a command in ws on the substrate sub, with the
-// environment env, and fails the test unless the run is refused for
-// exposing bwrap — by bwrap's own check on bwrap (SandboxUnavailable),
-// as WorkspaceRefused on the others — with a message that mentions
-// mention, and the command never ran.
-func refusedOn(t *testing.T, sub, ws string, env []string, mention string) {
+// environment env, and fails the test unless the run is refused — as
+// WorkspaceRefused, on bwrap as SandboxUnavailable (bwrap's own check) or
+// as onBwrap says — with a message that mentions mention, and the command
+// never ran.
+func refusedOn(t *testing.T, sub, ws string, env []string, mention string, onBwrap ...*refusal.Kind) {
 	t.Helper()
 	out := filepath.Join(ws, "out")
 	os.Mkdir(out, 0o755)
@@ -106,6 +130,9 @@ func refusedOn(t *testing.T, sub, ws string, env []string, mention string) {
 	want := refusal.WorkspaceRefused
 	if sub == bwrap.Name {
 		want = refusal.SandboxUnavailable // bwrap's own check, before the release
+		if len(onBwrap) > 0 {
+			want = onBwrap[0]
+		}
 	}
 	if !errors.Is(err, want) || !strings.Contains(err.Error(), mention) {
 		t.Errorf("Run = %v; want a %s that mentions %q", err, want.Name(), mention)

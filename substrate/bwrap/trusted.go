@@ -379,21 +379,30 @@ func laterPaths(path, bin, ws string) []string {
 // by: the workspace holds it, or a mount inside ws is it or holds it, or
 // ws itself is one of them by another path ([exposedIn]; such a run's
 // command writes the workspace with every mount below it, as a bwrap
-// run's does). nil when it could not, when no bwrap is found, or when the
-// kernel cannot tell (before 5.8). A bwrap run asks the same of its own
-// program before its release. The refusal is a [refusal.WorkspaceRefused].
+// run's does) — or the program this process runs ([SelfExposure]). nil
+// when it could not, when no bwrap is found (then the program this
+// process runs alone is asked about), or when the kernel cannot tell
+// (before 5.8). A bwrap run asks the same of its own program before its
+// release. The refusal is a [refusal.WorkspaceRefused].
 func Exposure(what, ws, path string) error {
 	bin, err := findIn(path)
-	if err != nil {
-		return nil // no bwrap for a later run to start
+	var real string
+	if err == nil {
+		real, err = filepath.EvalSymlinks(bin) // gone since it was found: none either
 	}
-	real, err := filepath.EvalSymlinks(bin)
 	if err != nil {
-		return nil // gone since it was found: none either
+		return SelfExposure(what, ws) // no bwrap for a later run to start: this program alone
 	}
-	p, via, _, err := exposedIn(ws, append(pathsOf(real), laterPaths(path, bin, ws)...))
+	self, err := selfPaths()
+	if err != nil {
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
+	}
+	bw := append(pathsOf(real), laterPaths(path, bin, ws)...)
+	p, via, _, err := exposedIn(ws, append(slices.Clone(bw), self...))
 	const fix = "use a workspace that holds neither bwrap nor a directory on its way (or install bubblewrap outside it, first on PATH)"
 	switch {
+	case p != "" && !slices.Contains(bw, p):
+		return selfRefusal(what, ws, p, via, self)
 	case p != "":
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: later runs on this host start %s, and %s; %s",
 			what, ws, bin, exposureOf(p, bin, real, via, ws), fix)
@@ -409,23 +418,26 @@ func Exposure(what, ws, path string) error {
 // exposesLater refuses the run of s, whose program is real, where its
 // workspace exposes what a later start of the bwrap PATH finds depends on
 // besides the program and the directories above it ([laterPaths]), as
-// [exposes] refuses those.
+// [exposes] refuses those, or the program this process runs
+// ([SelfExposure]).
 func exposesLater(s Spec, real string) error {
-	if s.Bwrap != "" {
-		return nil // given, not searched for
-	}
-	path, _ := lookupEnv(s.Environ, "PATH")
-	bin, err := findIn(path)
-	if err != nil {
-		return nil
-	}
 	ws := s.Policy.Workspace()
-	paths := laterPaths(path, bin, ws)
-	if len(paths) == 0 {
-		return nil
+	self, err := selfPaths()
+	if err != nil {
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing a bwrap run in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", ws, err)
 	}
-	p, via, _, err := exposedIn(ws, paths)
+	var bin string
+	var later []string
+	if s.Bwrap == "" { // searched for: what a later search depends on too
+		path, _ := lookupEnv(s.Environ, "PATH")
+		if bin, err = findIn(path); err == nil {
+			later = laterPaths(path, bin, ws)
+		}
+	}
+	p, via, _, err := exposedIn(ws, append(slices.Clone(later), self...))
 	switch {
+	case p != "" && !slices.Contains(later, p):
+		return selfRefusal("a bwrap run", ws, p, via, self)
 	case p != "":
 		return workspaceRefusal(real, ws, exposureOf(p, bin, real, via, ws))
 	case errors.Is(err, mountinfo.ErrUnsupported):
@@ -434,6 +446,57 @@ func exposesLater(s Spec, real string) error {
 		return workspaceRefusal(real, ws, "cannot tell whether the workspace exposes the way PATH finds it through a mount: "+err.Error())
 	}
 	return nil
+}
+
+// selfPaths returns the program this process runs, resolved, and the
+// directories above it: cordon (the front end, or the full binary beside
+// it), or the program that embeds cordon's runtime.
+var selfPaths = sync.OnceValues(func() ([]string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pathsOf(self), nil
+})
+
+// SelfExposure refuses a run — what names it, "a landlock run" — in the
+// workspace ws whose command could write the program this process runs
+// or a directory above it: it lies inside ws, a mount inside ws is it or
+// holds it, or ws is one of them by another path ([exposedIn]). Nothing
+// checks that program before its next start, which would run what the
+// command wrote, on the host, unconfined (cordon hands most commands
+// from its front end to the full binary beside it: a directory holding
+// both is refused). A bwrap run asks it beside bwrap's start, and
+// [Exposure] with bwrap's. The refusal is a [refusal.WorkspaceRefused].
+func SelfExposure(what, ws string) error {
+	self, err := selfPaths()
+	if err != nil {
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
+	}
+	p, via, _, err := exposedIn(ws, self)
+	switch {
+	case p != "":
+		return selfRefusal(what, ws, p, via, self)
+	case errors.Is(err, mountinfo.ErrUnsupported):
+		return nil
+	case err != nil:
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: whether it exposes %s, the program this process runs, through a mount cannot be told (%v)", what, ws, self[0], err)
+	}
+	return nil
+}
+
+// selfRefusal refuses the run what in ws, which exposes p — the program
+// this process runs (self[0]) or a directory above it — through via.
+func selfRefusal(what, ws, p, via string, self []string) error {
+	it := p + ", a directory above " + self[0] + " (the program this process runs),"
+	if p == self[0] {
+		it = p + ", the program this process runs,"
+	}
+	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s is writable by its command (%s), and its next start would run what the command wrote, on the host; install cordon (or the program that runs it) outside the workspace",
+		what, ws, it, placeOf(p, via, ws))
 }
 
 // exposureOf says how the workspace ws exposes p — the program real
