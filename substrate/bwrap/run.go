@@ -288,19 +288,16 @@ func launch(ctx context.Context, s Spec, built *Sandbox, script *os.File) (_ *ru
 	// bind of /) would be marked a workspace above bwrap for good.
 	program := sync.OnceValues(func() (string, error) { return binOf(s) })
 	// Whether the workspace lets a sandboxed command write a directory
-	// above bwrap through a mount ([exposes]): asked beside bwrap's
-	// start (the build's goroutine asks once the options are sent), and
-	// waited for before the sandbox is released.
+	// above bwrap through a mount, what a later search for it depends on,
+	// or the program this process runs ([exposesAll]): asked beside
+	// bwrap's start (the build's goroutine asks once the options are
+	// sent), and waited for before the sandbox is released.
 	exposure := sync.OnceValues(func() ([]placed, error) {
 		real, err := program()
 		if err != nil {
 			return nil, nil // refused already
 		}
-		places, err := exposes(real, s.Policy.Workspace())
-		if err == nil {
-			err = exposesLater(s, real)
-		}
-		return places, err
+		return exposesAll(s, real)
 	})
 	if sb == nil {
 		sb = &Sandbox{policy: s.Policy, env: s.Policy.Environment(s.Environ), early: s.Policy.limits.BornLimited()}

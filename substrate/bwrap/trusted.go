@@ -383,7 +383,7 @@ func laterPaths(path, bin, ws string) []string {
 // when it could not, when no bwrap is found (then the program this
 // process runs alone is asked about), or when the kernel cannot tell
 // (before 5.8). A bwrap run asks the same of its own program before its
-// release. The refusal is a [refusal.WorkspaceRefused].
+// release ([exposesAll]). The refusal is a [refusal.WorkspaceRefused].
 func Exposure(what, ws, path string) error {
 	bin, err := findIn(path)
 	var real string
@@ -398,7 +398,7 @@ func Exposure(what, ws, path string) error {
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
 	}
 	bw := append(pathsOf(real), laterPaths(path, bin, ws)...)
-	p, via, _, err := exposedIn(ws, append(slices.Clone(bw), self...))
+	p, via, _, err := exposedIn(ws, append(slices.Clone(bw), existing(self)...))
 	const fix = "use a workspace that holds neither bwrap nor a directory on its way (or install bubblewrap outside it, first on PATH)"
 	switch {
 	case p != "" && !slices.Contains(bw, p):
@@ -415,17 +415,21 @@ func Exposure(what, ws, path string) error {
 	return nil
 }
 
-// exposesLater refuses the run of s, whose program is real, where its
-// workspace exposes what a later start of the bwrap PATH finds depends on
-// besides the program and the directories above it ([laterPaths]), as
-// [exposes] refuses those, or the program this process runs
-// ([SelfExposure]).
-func exposesLater(s Spec, real string) error {
+// exposesAll is [exposes] for the bwrap run of s, whose program is real,
+// and it refuses as well a workspace that exposes what a later search for
+// the bwrap PATH finds depends on ([laterPaths]) or the program this
+// process runs ([SelfExposure]): one read of the mount table. It returns
+// the places of real and the directories above it.
+func exposesAll(s Spec, real string) ([]placed, error) {
 	ws := s.Policy.Workspace()
+	if ws == "" {
+		return nil, nil
+	}
 	self, err := selfPaths()
 	if err != nil {
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing a bwrap run in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", ws, err)
+		return nil, refusal.Errorf(refusal.WorkspaceRefused, "refusing a bwrap run in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", ws, err)
 	}
+	own := pathsOf(real)
 	var bin string
 	var later []string
 	if s.Bwrap == "" { // searched for: what a later search depends on too
@@ -434,18 +438,35 @@ func exposesLater(s Spec, real string) error {
 			later = laterPaths(path, bin, ws)
 		}
 	}
-	p, via, _, err := exposedIn(ws, append(slices.Clone(later), self...))
+	p, via, places, err := exposedIn(ws, slices.Concat(own, later, existing(self)))
 	switch {
-	case p != "" && !slices.Contains(later, p):
-		return selfRefusal("a bwrap run", ws, p, via, self)
+	case p != "" && slices.Contains(own, p):
+		return nil, workspaceRefusal(real, ws, exposure(p, real, via, ws))
+	case p != "" && slices.Contains(later, p):
+		return nil, workspaceRefusal(real, ws, exposureOf(p, bin, real, via, ws))
 	case p != "":
-		return workspaceRefusal(real, ws, exposureOf(p, bin, real, via, ws))
+		return nil, selfRefusal("a bwrap run", ws, p, via, self)
 	case errors.Is(err, mountinfo.ErrUnsupported):
-		return nil
+		return nil, nil // a kernel that cannot tell (docs/sandbox.md)
 	case err != nil:
-		return workspaceRefusal(real, ws, "cannot tell whether the workspace exposes the way PATH finds it through a mount: "+err.Error())
+		// A path gone since it was looked at is no less a refusal.
+		return nil, workspaceRefusal(real, ws, "cannot tell whether the workspace exposes it, or the way to it, through a mount: "+err.Error())
 	}
-	return nil
+	return places[:len(own)], nil
+}
+
+// existing returns those of paths that exist now: the program this
+// process runs may have been removed since it started (an upgrade), and
+// the directories above it are what a new one would be put in.
+func existing(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // selfPaths returns the program this process runs, resolved, and the
@@ -469,14 +490,15 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 // checks that program before its next start, which would run what the
 // command wrote, on the host, unconfined (cordon hands most commands
 // from its front end to the full binary beside it: a directory holding
-// both is refused). A bwrap run asks it beside bwrap's start, and
-// [Exposure] with bwrap's. The refusal is a [refusal.WorkspaceRefused].
+// both is refused). A bwrap run asks it beside bwrap's start
+// ([exposesAll]), and [Exposure] with bwrap's. The refusal is a
+// [refusal.WorkspaceRefused].
 func SelfExposure(what, ws string) error {
 	self, err := selfPaths()
 	if err != nil {
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
 	}
-	p, via, _, err := exposedIn(ws, self)
+	p, via, _, err := exposedIn(ws, existing(self))
 	switch {
 	case p != "":
 		return selfRefusal(what, ws, p, via, self)
