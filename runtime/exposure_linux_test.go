@@ -10,7 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/admission"
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/internal/wasmtest"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/runtime"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -89,6 +92,63 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 		t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
 		refusedOn(t, sub, ws, os.Environ(), "the program this process runs", refusal.WorkspaceRefused)
 	})
+}
+
+// TestNoWasmToolWritesWhereTheWorkspaceExposesItsRunner: a WebAssembly
+// tool granted fs.write:workspace is refused where the workspace holds a
+// bind of the directory of the program that runs the runtime (this test
+// binary); one that only reads runs.
+func TestNoWasmToolWritesWhereTheWorkspaceExposesItsRunner(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, state := t.TempDir(), t.TempDir()
+	h := harness.Default().WithStateDir(filepath.Join(state, "state")).WithCacheDir(filepath.Join(state, "cache"))
+	if err := os.WriteFile(filepath.Join(ws, "guest.wasm"), wasmtest.Go(t, "substrate/wasm/testdata/guest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tools := filepath.Join(ws, "tools")
+	os.Mkdir(tools, 0o755)
+	if err := unix.Mount(filepath.Dir(self), tools, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+	ctx := context.Background()
+	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := admission.OpenRegistry(admission.RegistryConfig{Workspace: ws, Harness: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := runtime.New(runtime.Config{})
+	defer rt.Close()
+	for _, c := range []struct {
+		cap     string
+		refused bool
+	}{{`fs.read:workspace", "fs.write:workspace`, true}, {"fs.read:workspace", false}} {
+		adm, err := a.Admit(ctx, admission.Source{Name: "decl", Dir: ws, Data: []byte(
+			`{"name": "echo", "kind": "wasm", "module": "guest.wasm", "args": ["echo"], "capabilities": ["` + c.cap + `"], "input_schema": {"type": "object"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Register(adm); err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.Prepare(ctx, reg, "echo", []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rt.Run(ctx, p)
+		if got := errors.Is(err, refusal.WorkspaceRefused) && strings.Contains(err.Error(), "the program this process runs"); got != c.refused {
+			t.Errorf("%s: Run = %v; refused %v, want %v", c.cap, err, got, c.refused)
+		}
+	}
 }
 
 // TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap: the bwrap later runs

@@ -10,6 +10,7 @@ import (
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
+	"github.com/cordon-run/cordon/substrate/bwrap"
 	"github.com/cordon-run/cordon/substrate/wasm"
 	"github.com/cordon-run/cordon/substrate/workspace"
 )
@@ -78,6 +79,12 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 		return err
 	}
 	call := wasm.Call{Module: mod, Policy: policy, Args: append([]string{g.Tool}, g.Args...), Stdin: p.Stdin, Getenv: r.getenv}
+	if policy.Write {
+		// A module that writes the workspace writes what lies in it.
+		if err := bwrap.SelfExposure("a WebAssembly tool that writes", p.Workspace); err != nil {
+			return err
+		}
+	}
 	if policy.Read || policy.Write {
 		ws, err := workspace.Open(p.Workspace, workspace.WithHarness(p.Harness))
 		if err != nil {

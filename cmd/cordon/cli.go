@@ -276,6 +276,12 @@ func (e *env) openWorkspace() (*workspace.Workspace, error) {
 		ws.Close()
 		return nil, err
 	}
+	// Nor cordon itself: the next start of a binary a file tool rewrote
+	// would run what it wrote, on the host.
+	if err := bwrap.SelfExposure("the file tools", ws.Root()); err != nil {
+		ws.Close()
+		return nil, err
+	}
 	return ws, nil
 }
 

@@ -400,6 +400,51 @@ func TestExecSignalWhileAdmittingStartsNothing(t *testing.T) {
 	}
 }
 
+// TestNothingWritesTheWorkspaceThatHoldsCordon runs cordon (this test
+// binary, as cordon) from inside its workspace: the file tools and a
+// sandboxed command are refused (WorkspaceRefused, exit 3), and the binary
+// is unchanged — its next start would run what they wrote, on the host.
+func TestNothingWritesTheWorkspaceThatHoldsCordon(t *testing.T) {
+	ws := tempWorkspace(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(ws, "bin", "cordon")
+	os.Mkdir(filepath.Dir(bin), 0o755)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	modes := [][]string{{"fs", "write", "bin/cordon"}, {"exec", "--no-sandbox", "--", "true"}}
+	if _, err := bwrap.Find(os.Getenv("PATH")); err == nil {
+		modes = append(modes, []string{"exec", "--", "sh", "-c", "echo x >> bin/cordon"})
+	}
+	for _, args := range modes {
+		cmd := cordonProcess(t, os.Environ(), append([]string{"-w", ws, "--json"}, args...)...)
+		cmd.Path = bin
+		cmd.Stdin = strings.NewReader("x")
+		out, err := cmd.Output()
+		code := procExit(err)
+		if args[1] == "--no-sandbox" {
+			// On the host nothing is confined: no boundary to keep.
+			if code != 0 {
+				t.Errorf("%v: exit %d, want 0: %s", args, code, out)
+			}
+			continue
+		}
+		if code != exitRefused || !strings.Contains(string(out), "WorkspaceRefused") || !strings.Contains(string(out), "the program this process runs") {
+			t.Errorf("%v: exit %d, %s; want a WorkspaceRefused naming the program this process runs", args, code, out)
+		}
+	}
+	if after, _ := os.ReadFile(bin); !bytes.Equal(after, data) {
+		t.Error("cordon's binary changed")
+	}
+}
+
 // TestExecSignalEndsTheTree sends SIGTERM and SIGINT to cordon while its
 // command's tree (setsid, double fork, SIGTERM ignored) runs: cordon exits
 // 128+signal and nothing of the tree survives.

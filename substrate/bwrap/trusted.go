@@ -517,7 +517,7 @@ func selfRefusal(what, ws, p, via string, self []string) error {
 	if p == self[0] {
 		it = p + ", the program this process runs,"
 	}
-	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s is writable by its command (%s), and its next start would run what the command wrote, on the host; install cordon (or the program that runs it) outside the workspace",
+	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be written (%s), and its next start would run what was written, on the host; install cordon (or the program that runs it) outside the workspace",
 		what, ws, it, placeOf(p, via, ws))
 }
 
