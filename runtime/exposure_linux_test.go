@@ -151,6 +151,36 @@ func TestNoWasmToolWritesWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 	}
 }
 
+// TestAPathEntryThroughALinkIntoAnotherMountIsNoRefusal: a PATH directory
+// reached through a symlink into another mount (a Nix profile, a home on
+// another disk), searched before bwrap's, is placed as the kernel reaches
+// it: the run is not refused for it.
+func TestAPathEntryThroughALinkIntoAnotherMountIsNoRefusal(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	top := t.TempDir()
+	m := filepath.Join(top, "m")
+	os.Mkdir(m, 0o755)
+	mountTmpfs(t, m)
+	os.Mkdir(filepath.Join(m, "bin"), 0o755)
+	if err := os.Symlink(m, filepath.Join(top, "profile")); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+filepath.Join(top, "profile", "bin")+":"+os.Getenv("PATH"))
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		out := filepath.Join(ws, "out")
+		os.Mkdir(out, 0o755)
+		p := prepared(t, newPolicy(ws), "touch "+filepath.Join(out, "ran"), in(sub))
+		rt := runtime.New(runtime.Config{Environ: env})
+		defer rt.Close()
+		if res, err := rt.Run(context.Background(), p); err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run = %+v, %v; want the command run", res, err)
+		}
+	})
+}
+
 // TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap: the bwrap later runs
 // start (first on PATH) inside the workspace is refused on every
 // substrate, for root and for an unprivileged user alike.

@@ -276,9 +276,18 @@ func (e *env) openWorkspace() (*workspace.Workspace, error) {
 		ws.Close()
 		return nil, err
 	}
-	// Nor cordon itself: the next start of a binary a file tool rewrote
-	// would run what it wrote, on the host.
-	if err := bwrap.SelfExposure("the file tools", ws.Root()); err != nil {
+	return ws, nil
+}
+
+// openWorkspaceToWrite is openWorkspace for file tools that write, which
+// refuse as well a workspace that holds cordon itself: the next start of
+// a binary they rewrote would run what they wrote, on the host.
+func (e *env) openWorkspaceToWrite() (*workspace.Workspace, error) {
+	ws, err := e.openWorkspace()
+	if err != nil {
+		return nil, err
+	}
+	if err := bwrap.SelfExposure("the file tools that write", ws.Root()); err != nil {
 		ws.Close()
 		return nil, err
 	}

@@ -67,7 +67,11 @@ func runFS(e *env, args []string) int {
 		return e.usageError("fs edit needs --old TEXT and --new TEXT (--new '' deletes the text, explicitly)\n" + fsUsage)
 	}
 	name := fs.Arg(0)
-	ws, err := e.openWorkspace()
+	open := e.openWorkspace
+	if op == "write" || op == "edit" {
+		open = e.openWorkspaceToWrite
+	}
+	ws, err := open()
 	if err != nil {
 		return e.fail(err)
 	}

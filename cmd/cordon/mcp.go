@@ -90,7 +90,7 @@ func runMCP(e *env, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	ws, err := e.openWorkspace()
+	ws, err := e.openWorkspaceToWrite() // its file tools write
 	if err != nil {
 		return e.fail(err)
 	}

@@ -351,6 +351,13 @@ func laterPaths(path, bin, ws string) []string {
 	seen := map[string]bool{}
 	add := func(p string) {
 		for _, q := range pathsOf(p) {
+			// Placed as the kernel reaches it: a PATH entry through a
+			// link into another mount (a Nix profile, a home on another
+			// disk) is that mount's; the last name stays unresolved,
+			// itself what a later search goes through.
+			if d, err := filepath.EvalSymlinks(filepath.Dir(q)); err == nil {
+				q = filepath.Join(d, filepath.Base(q))
+			}
 			var st unix.Stat_t
 			if !seen[q] && !within(q, ws) && unix.Lstat(q, &st) == nil {
 				seen[q] = true
@@ -469,9 +476,12 @@ func existing(paths []string) []string {
 	return out
 }
 
-// selfPaths returns the program this process runs, resolved, and the
-// directories above it: cordon (the front end, or the full binary beside
-// it), or the program that embeds cordon's runtime.
+// selfPaths returns the program this process runs, resolved, the
+// directories above it, and cordon's other binary beside it: cordon's
+// front end and its full binary lie side by side (cmd/cordon), each
+// started by the other, and a file of the one bound into a workspace is
+// no directory above the other. Which of them exist is asked at each use
+// ([existing]).
 var selfPaths = sync.OnceValues(func() ([]string, error) {
 	self, err := os.Executable()
 	if err == nil {
@@ -480,7 +490,13 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pathsOf(self), nil
+	paths := pathsOf(self)
+	for _, name := range []string{"cordon", "cordon-full"} {
+		if sib := filepath.Join(filepath.Dir(self), name); sib != self {
+			paths = append(paths, sib)
+		}
+	}
+	return paths, nil
 })
 
 // SelfExposure refuses a run — what names it, "a landlock run" — in the
@@ -514,8 +530,11 @@ func SelfExposure(what, ws string) error {
 // this process runs (self[0]) or a directory above it — through via.
 func selfRefusal(what, ws, p, via string, self []string) error {
 	it := p + ", a directory above " + self[0] + " (the program this process runs),"
-	if p == self[0] {
+	switch {
+	case p == self[0]:
 		it = p + ", the program this process runs,"
+	case filepath.Dir(p) == filepath.Dir(self[0]):
+		it = p + ", cordon's binary beside the program this process runs (" + self[0] + "),"
 	}
 	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be written (%s), and its next start would run what was written, on the host; install cordon (or the program that runs it) outside the workspace",
 		what, ws, it, placeOf(p, via, ws))
