@@ -94,6 +94,32 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 	})
 }
 
+// TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsState: a workspace
+// holding a bind of cordon's state directory (its keys, the registry of
+// runs, the marks of distrusted programs) is refused on every substrate
+// before the command starts: bwrap hides the state at its own path, not
+// under another. Tried before the check: a bwrap and a Landlock command
+// each made a file in the state's runs directory through the bind.
+func TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsState(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	state := testHarness.StateDir()
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		st := filepath.Join(ws, "st")
+		os.Mkdir(st, 0o755)
+		if err := unix.Mount(state, st, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(st, unix.MNT_DETACH) })
+		refusedOn(t, sub, ws, os.Environ(), "cordon's state or cache", refusal.WorkspaceRefused)
+	})
+}
+
 // TestNoWasmToolWritesWhereTheWorkspaceExposesItsRunner: a WebAssembly
 // tool granted fs.write:workspace is refused where the workspace holds a
 // bind of the directory of the program that runs the runtime (this test

@@ -283,7 +283,7 @@ func (r *Runtime) PoolStats() bwrap.PoolStats {
 func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *Result) error {
 	// Its command writes the workspace with every mount below it: not
 	// where it could write the bwrap later runs start.
-	if err := bwrap.Exposure("a landlock run", p.Workspace, r.getenv("PATH")); err != nil {
+	if err := bwrap.Exposure("a landlock run", p.Workspace, r.getenv("PATH"), p.Harness); err != nil {
 		return err
 	}
 	g := p.Grant
@@ -314,7 +314,7 @@ func (r *Runtime) runLandlock(ctx context.Context, p *admission.Prepared, res *R
 func (r *Runtime) runOCI(ctx context.Context, p *admission.Prepared, res *Result) error {
 	// As on Landlock (the bundle binds the workspace rbind): the OCI
 	// runtime's own exposure oci.Detect asks.
-	if err := bwrap.Exposure("an oci run", p.Workspace, r.getenv("PATH")); err != nil {
+	if err := bwrap.Exposure("an oci run", p.Workspace, r.getenv("PATH"), p.Harness); err != nil {
 		return err
 	}
 	spec, err := r.bwrapSpec(p)

@@ -79,13 +79,12 @@ func (r *Runtime) runWasm(ctx context.Context, p *admission.Prepared, res *Resul
 		return err
 	}
 	call := wasm.Call{Module: mod, Policy: policy, Args: append([]string{g.Tool}, g.Args...), Stdin: p.Stdin, Getenv: r.getenv}
-	if policy.Write {
-		// A module that writes the workspace writes what lies in it.
-		if err := bwrap.SelfExposure("a WebAssembly tool that writes", p.Workspace); err != nil {
+	if policy.Read || policy.Write {
+		// A module reaches what lies in the workspace: not cordon's state,
+		// nor, writing, its binaries.
+		if err := bwrap.OwnExposure("a WebAssembly tool", p.Workspace, p.Harness, policy.Write); err != nil {
 			return err
 		}
-	}
-	if policy.Read || policy.Write {
 		ws, err := workspace.Open(p.Workspace, workspace.WithHarness(p.Harness))
 		if err != nil {
 			return err

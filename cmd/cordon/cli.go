@@ -276,6 +276,12 @@ func (e *env) openWorkspace() (*workspace.Workspace, error) {
 		ws.Close()
 		return nil, err
 	}
+	// Nor cordon's state through a mount: its keys, the marks of the
+	// programs it distrusts.
+	if err := bwrap.OwnExposure("the file tools", ws.Root(), h, false); err != nil {
+		ws.Close()
+		return nil, err
+	}
 	return ws, nil
 }
 
@@ -283,11 +289,15 @@ func (e *env) openWorkspace() (*workspace.Workspace, error) {
 // refuse as well a workspace that holds cordon itself: the next start of
 // a binary they rewrote would run what they wrote, on the host.
 func (e *env) openWorkspaceToWrite() (*workspace.Workspace, error) {
+	h, err := e.harnessConfig()
+	if err != nil {
+		return nil, err
+	}
 	ws, err := e.openWorkspace()
 	if err != nil {
 		return nil, err
 	}
-	if err := bwrap.SelfExposure("the file tools that write", ws.Root()); err != nil {
+	if err := bwrap.OwnExposure("the file tools that write", ws.Root(), h, true); err != nil {
 		ws.Close()
 		return nil, err
 	}
@@ -482,13 +492,23 @@ func interruptibleSoon() (context.Context, *interrupt) {
 	return ctx, i
 }
 
-// admittedHook, set by tests alone, runs in exec and run once the command
-// is admitted, before the wait for the signals' catching: a test signals
-// cordon there.
+// admittedHook, set by tests alone, runs in [interrupt.admitted] before
+// the wait for the signals' catching: a test signals cordon there.
 var admittedHook func(*interrupt)
 
 // wait returns once SIGINT and SIGTERM are caught.
 func (i *interrupt) wait() { <-i.caught }
+
+// admitted is called once a command is admitted, before anything a
+// signal must stop starts: it waits for the catching, and returns the
+// exit code of a signal that came meanwhile (128+N), if one did.
+func (i *interrupt) admitted() (int, bool) {
+	if admittedHook != nil {
+		admittedHook(i)
+	}
+	i.wait()
+	return i.interrupted()
+}
 
 // interrupted returns the exit code of a command that SIGINT or SIGTERM
 // stopped (128+N), and whether one came.

@@ -147,11 +147,7 @@ func runExec(e *env, args []string) int {
 	defer rt.Close()
 	rt.Ahead(p) // what the run needs first, made while the rest gets ready
 
-	if admittedHook != nil {
-		admittedHook(intr)
-	}
-	intr.wait()
-	if code, ok := intr.interrupted(); ok {
+	if code, ok := intr.admitted(); ok {
 		return code // while the command was admitted: it never starts
 	}
 	if *receipt {

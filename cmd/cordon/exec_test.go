@@ -400,12 +400,10 @@ func TestExecSignalWhileAdmittingStartsNothing(t *testing.T) {
 	}
 }
 
-// TestNothingWritesTheWorkspaceThatHoldsCordon runs cordon (this test
-// binary, as cordon) from inside its workspace: the file tools and a
-// sandboxed command are refused (WorkspaceRefused, exit 3), and the binary
-// is unchanged — its next start would run what they wrote, on the host.
-func TestNothingWritesTheWorkspaceThatHoldsCordon(t *testing.T) {
-	ws := tempWorkspace(t)
+// copySelf copies this test binary (which runs as cordon) to each of
+// paths and returns its bytes.
+func copySelf(t *testing.T, paths ...string) []byte {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -414,11 +412,23 @@ func TestNothingWritesTheWorkspaceThatHoldsCordon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, p := range paths {
+		if err := os.WriteFile(p, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data
+}
+
+// TestNothingWritesTheWorkspaceThatHoldsCordon runs cordon (this test
+// binary, as cordon) from inside its workspace: the file tools and a
+// sandboxed command are refused (WorkspaceRefused, exit 3), and the binary
+// is unchanged — its next start would run what they wrote, on the host.
+func TestNothingWritesTheWorkspaceThatHoldsCordon(t *testing.T) {
+	ws := tempWorkspace(t)
 	bin := filepath.Join(ws, "bin", "cordon")
 	os.Mkdir(filepath.Dir(bin), 0o755)
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	data := copySelf(t, bin)
 	modes := [][]string{{"fs", "write", "bin/cordon"}, {"exec", "--no-sandbox", "--", "true"}, {"fs", "stat", "bin/cordon"}}
 	if _, err := bwrap.Find(os.Getenv("PATH")); err == nil {
 		modes = append(modes, []string{"exec", "--", "sh", "-c", "echo x >> bin/cordon"})

@@ -62,11 +62,7 @@ func runRun(e *env, args []string) int {
 		return e.fail(err)
 	}
 
-	if admittedHook != nil {
-		admittedHook(intr)
-	}
-	intr.wait()
-	if code, ok := intr.interrupted(); ok {
+	if code, ok := intr.admitted(); ok {
 		return code // while the tool was looked up: it never starts
 	}
 	p, err := a.Prepare(ctx, reg, name, data)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 )
 
@@ -21,21 +22,9 @@ func TestNothingWritesCordonsOtherBinaryBoundIntoTheWorkspace(t *testing.T) {
 	if !testenv.PrivateMounts(t) {
 		return
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
 	inst := t.TempDir()
 	bin, full := filepath.Join(inst, "cordon"), filepath.Join(inst, fullName)
-	for _, f := range []string{bin, full} {
-		if err := os.WriteFile(f, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	data := copySelf(t, bin, full)
 	ws := tempWorkspace(t)
 	cf := filepath.Join(ws, "cf")
 	if err := os.WriteFile(cf, nil, 0o644); err != nil {
@@ -55,5 +44,33 @@ func TestNothingWritesCordonsOtherBinaryBoundIntoTheWorkspace(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(full); !bytes.Equal(after, data) {
 		t.Error("cordon's full binary changed")
+	}
+}
+
+// TestNoFileToolReadsCordonsStateBoundIntoTheWorkspace: cordon's state
+// directory (its keys) bound into the workspace: the file tools refuse
+// the workspace, a read included (they resolve below the workspace, and a
+// mount below it is below it).
+func TestNoFileToolReadsCordonsStateBoundIntoTheWorkspace(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	state := os.Getenv(harness.EnvStateDir)
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "secret"), []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	st := filepath.Join(ws, "st")
+	os.Mkdir(st, 0o755)
+	if err := unix.Mount(state, st, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(st, unix.MNT_DETACH) })
+	code, out, _ := cordonMain(t, "", "-w", ws, "--json", "fs", "read", "st/secret")
+	if code != exitRefused || !strings.Contains(out, "cordon's state or cache") || strings.Contains(out, `"key"`) {
+		t.Errorf("fs read st/secret: exit %d, %s; want a WorkspaceRefused naming cordon's state", code, out)
 	}
 }

@@ -349,13 +349,20 @@ func laterPaths(path, bin, ws string) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
+	resolved := map[string]string{} // a directory → its EvalSymlinks: PATH's entries share their parents
 	add := func(p string) {
 		for _, q := range pathsOf(p) {
 			// Placed as the kernel reaches it: a PATH entry through a
 			// link into another mount (a Nix profile, a home on another
 			// disk) is that mount's; the last name stays unresolved,
 			// itself what a later search goes through.
-			if d, err := filepath.EvalSymlinks(filepath.Dir(q)); err == nil {
+			dir := filepath.Dir(q)
+			d, ok := resolved[dir]
+			if !ok {
+				d, _ = filepath.EvalSymlinks(dir)
+				resolved[dir] = d
+			}
+			if d != "" {
 				q = filepath.Join(d, filepath.Base(q))
 			}
 			var st unix.Stat_t
@@ -386,30 +393,30 @@ func laterPaths(path, bin, ws string) []string {
 // by: the workspace holds it, or a mount inside ws is it or holds it, or
 // ws itself is one of them by another path ([exposedIn]; such a run's
 // command writes the workspace with every mount below it, as a bwrap
-// run's does) — or the program this process runs ([SelfExposure]). nil
+// run's does) — or cordon's own ([OwnExposure]). nil
 // when it could not, when no bwrap is found (then the program this
 // process runs alone is asked about), or when the kernel cannot tell
 // (before 5.8). A bwrap run asks the same of its own program before its
 // release ([exposesAll]). The refusal is a [refusal.WorkspaceRefused].
-func Exposure(what, ws, path string) error {
+func Exposure(what, ws, path string, h harness.Config) error {
+	own, err := ownPaths(h, true)
+	if err != nil {
+		return cannotTellOwn(what, ws, err)
+	}
 	bin, err := findIn(path)
 	var real string
 	if err == nil {
 		real, err = filepath.EvalSymlinks(bin) // gone since it was found: none either
 	}
 	if err != nil {
-		return SelfExposure(what, ws) // no bwrap for a later run to start: this program alone
-	}
-	self, err := selfPaths()
-	if err != nil {
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
+		return ownExposure(what, ws, own, h) // no bwrap for a later run to start: cordon's own alone
 	}
 	bw := append(pathsOf(real), laterPaths(path, bin, ws)...)
-	p, via, _, err := exposedIn(ws, append(slices.Clone(bw), existing(self)...))
+	p, via, _, err := exposedIn(ws, append(slices.Clone(bw), own...))
 	const fix = "use a workspace that holds neither bwrap nor a directory on its way (or install bubblewrap outside it, first on PATH)"
 	switch {
 	case p != "" && !slices.Contains(bw, p):
-		return selfRefusal(what, ws, p, via, self)
+		return ownRefusal(what, ws, p, via, h)
 	case p != "":
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: later runs on this host start %s, and %s; %s",
 			what, ws, bin, exposureOf(p, bin, real, via, ws), fix)
@@ -424,17 +431,17 @@ func Exposure(what, ws, path string) error {
 
 // exposesAll is [exposes] for the bwrap run of s, whose program is real,
 // and it refuses as well a workspace that exposes what a later search for
-// the bwrap PATH finds depends on ([laterPaths]) or the program this
-// process runs ([SelfExposure]): one read of the mount table. It returns
+// the bwrap PATH finds depends on ([laterPaths]) or cordon's own
+// ([OwnExposure]): one read of the mount table. It returns
 // the places of real and the directories above it.
 func exposesAll(s Spec, real string) ([]placed, error) {
 	ws := s.Policy.Workspace()
 	if ws == "" {
 		return nil, nil
 	}
-	self, err := selfPaths()
+	cordons, err := ownPaths(s.Policy.harness, true)
 	if err != nil {
-		return nil, refusal.Errorf(refusal.WorkspaceRefused, "refusing a bwrap run in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", ws, err)
+		return nil, cannotTellOwn("a bwrap run", ws, err)
 	}
 	own := pathsOf(real)
 	var bin string
@@ -445,14 +452,14 @@ func exposesAll(s Spec, real string) ([]placed, error) {
 			later = laterPaths(path, bin, ws)
 		}
 	}
-	p, via, places, err := exposedIn(ws, slices.Concat(own, later, existing(self)))
+	p, via, places, err := exposedIn(ws, slices.Concat(own, later, cordons))
 	switch {
 	case p != "" && slices.Contains(own, p):
 		return nil, workspaceRefusal(real, ws, exposure(p, real, via, ws))
 	case p != "" && slices.Contains(later, p):
 		return nil, workspaceRefusal(real, ws, exposureOf(p, bin, real, via, ws))
 	case p != "":
-		return nil, selfRefusal("a bwrap run", ws, p, via, self)
+		return nil, ownRefusal("a bwrap run", ws, p, via, s.Policy.harness)
 	case errors.Is(err, mountinfo.ErrUnsupported):
 		return nil, nil // a kernel that cannot tell (docs/sandbox.md)
 	case err != nil:
@@ -476,12 +483,10 @@ func existing(paths []string) []string {
 	return out
 }
 
-// selfPaths returns the program this process runs, resolved, the
-// directories above it, and cordon's other binary beside it: cordon's
-// front end and its full binary lie side by side (cmd/cordon), each
-// started by the other, and a file of the one bound into a workspace is
-// no directory above the other. Which of them exist is asked at each use
-// ([existing]).
+// selfPaths returns the program this process runs, resolved, and
+// cordon's other binary beside it: cordon's front end and its full binary
+// lie side by side (cmd/cordon), each started by the other, and a file of
+// the one bound into a workspace is no directory above the other.
 var selfPaths = sync.OnceValues(func() ([]string, error) {
 	self, err := os.Executable()
 	if err == nil {
@@ -490,7 +495,7 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths := pathsOf(self)
+	paths := []string{self}
 	for _, name := range []string{"cordon", "cordon-full"} {
 		if sib := filepath.Join(filepath.Dir(self), name); sib != self {
 			paths = append(paths, sib)
@@ -499,45 +504,97 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 	return paths, nil
 })
 
-// SelfExposure refuses a run — what names it, "a landlock run" — in the
-// workspace ws whose command could write the program this process runs
-// or a directory above it: it lies inside ws, a mount inside ws is it or
-// holds it, or ws is one of them by another path ([exposedIn]). Nothing
-// checks that program before its next start, which would run what the
-// command wrote, on the host, unconfined (cordon hands most commands
-// from its front end to the full binary beside it: a directory holding
-// both is refused). A bwrap run asks it beside bwrap's start
-// ([exposesAll]), and [Exposure] with bwrap's. The refusal is a
-// [refusal.WorkspaceRefused].
-func SelfExposure(what, ws string) error {
-	self, err := selfPaths()
-	if err != nil {
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
+// ownPaths returns what cordon itself later reads, or starts, that no run
+// may reach — each with the directories above it, as they exist now: the
+// state directory of h (its keys, the registry of runs, the marks of
+// programs it no longer trusts) and its cache (compiled code it runs),
+// and with binaries the program this process runs and cordon's other
+// binary beside it ([selfPaths]).
+func ownPaths(h harness.Config, binaries bool) ([]string, error) {
+	if h.IsZero() {
+		h = harness.Default()
 	}
-	p, via, _, err := exposedIn(ws, existing(self))
+	var roots []string
+	if binaries {
+		self, err := selfPaths()
+		if err != nil {
+			return nil, err
+		}
+		roots = self
+	}
+	for _, d := range []string{h.StateDir(), h.CacheDir()} {
+		if d != "" {
+			roots = append(roots, d)
+		}
+	}
+	var out []string
+	for _, r := range roots {
+		for _, p := range existing(pathsOf(r)) {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// OwnExposure refuses a run, a file tool or a module — what names it, "a
+// landlock run" — in the workspace ws that could reach cordon's own
+// ([ownPaths]: its state and cache, and with binaries the program this
+// process runs): it lies inside ws, a mount inside ws is it or holds it,
+// or ws is one of them by another path ([exposedIn]). Nothing checks the
+// binaries before their next start, which would run what was written, on
+// the host, unconfined; the state holds the keys that sign evidence and
+// the marks that keep a program distrusted. A bwrap run asks it beside
+// bwrap's start ([exposesAll]), [Exposure] with bwrap's. The refusal is a
+// [refusal.WorkspaceRefused].
+func OwnExposure(what, ws string, h harness.Config, binaries bool) error {
+	own, err := ownPaths(h, binaries)
+	if err != nil {
+		return cannotTellOwn(what, ws, err)
+	}
+	return ownExposure(what, ws, own, h)
+}
+
+func ownExposure(what, ws string, own []string, h harness.Config) error {
+	p, via, _, err := exposedIn(ws, own)
 	switch {
 	case p != "":
-		return selfRefusal(what, ws, p, via, self)
+		return ownRefusal(what, ws, p, via, h)
 	case errors.Is(err, mountinfo.ErrUnsupported):
 		return nil
 	case err != nil:
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: whether it exposes %s, the program this process runs, through a mount cannot be told (%v)", what, ws, self[0], err)
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: whether it exposes cordon's own binaries or state through a mount cannot be told (%v)", what, ws, err)
 	}
 	return nil
 }
 
-// selfRefusal refuses the run what in ws, which exposes p — the program
-// this process runs (self[0]) or a directory above it — through via.
-func selfRefusal(what, ws, p, via string, self []string) error {
-	it := p + ", a directory above " + self[0] + " (the program this process runs),"
-	switch {
-	case p == self[0]:
-		it = p + ", the program this process runs,"
-	case filepath.Dir(p) == filepath.Dir(self[0]):
-		it = p + ", cordon's binary beside the program this process runs (" + self[0] + "),"
+// cannotTellOwn refuses what in ws: where cordon's own binaries are
+// cannot be told (err).
+func cannotTellOwn(what, ws string, err error) error {
+	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: cannot tell which program this process runs, which the workspace must not expose: %v", what, ws, err)
+}
+
+// ownRefusal refuses what in ws, which exposes p — one of cordon's own
+// ([ownPaths] of h) — through via.
+func ownRefusal(what, ws, p, via string, h harness.Config) error {
+	if h.IsZero() {
+		h = harness.Default()
 	}
-	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be written (%s), and its next start would run what was written, on the host; install cordon (or the program that runs it) outside the workspace",
-		what, ws, it, placeOf(p, via, ws))
+	self, _ := selfPaths() // known: p came from it, or from h
+	var it, then string
+	switch {
+	case len(self) > 0 && p == self[0]:
+		it, then = p+", the program this process runs,", "its next start would run what was written, on the host"
+	case slices.Contains(self, p):
+		it, then = p+", cordon's binary beside the program this process runs ("+self[0]+"),", "its next start would run what was written, on the host"
+	case within(h.StateDir(), p) || within(h.CacheDir(), p):
+		it, then = p+", cordon's state or cache, or a directory above it,", "a tool could read its keys, or undo what cordon keeps there (the marks of distrusted programs, the registry of runs, compiled code it runs)"
+	default:
+		it, then = p+", a directory above "+self[0]+" (the program this process runs),", "a program put there would be started next, on the host"
+	}
+	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be reached (%s), and %s; install cordon and keep its state outside the workspace",
+		what, ws, it, placeOf(p, via, ws), then)
 }
 
 // exposureOf says how the workspace ws exposes p — the program real
@@ -553,13 +610,14 @@ func exposureOf(p, bin, real, via, ws string) string {
 	return exposure(p, real, via, ws)
 }
 
-// placeOf says where p lies for the workspace ws, reached through via.
+// placeOf says where p lies for the workspace ws, reached through via;
+// the workspace's path follows it in every message.
 func placeOf(p, via, ws string) string {
 	switch {
 	case via == ws && within(p, ws):
 		return "inside the workspace"
 	case via == ws:
-		return "the workspace is it, or holds it, under another path"
+		return "under another path (a bind mount) in the workspace"
 	}
 	return "through " + via + ", a mount inside the workspace"
 }
