@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
@@ -55,12 +53,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			substrates(t, func(t *testing.T, sub string) {
 				ws := workspace(t, base(t))
-				tools := filepath.Join(ws, "tools")
-				os.Mkdir(tools, 0o755)
-				if err := unix.Mount(bound, tools, "", unix.MS_BIND, ""); err != nil {
-					t.Fatalf("bind mount: %v", err)
-				}
-				t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+				testenv.Bind(t, bound, filepath.Join(ws, "tools"))
 				refusedOn(t, sub, ws, env, "a mount inside the workspace")
 				if after, _ := os.ReadFile(bin); string(after) != string(data) {
 					t.Error("bwrap changed")
@@ -84,12 +77,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 	}
 	substrates(t, func(t *testing.T, sub string) {
 		ws := workspace(t, base(t))
-		tools := filepath.Join(ws, "tools")
-		os.Mkdir(tools, 0o755)
-		if err := unix.Mount(filepath.Dir(self), tools, "", unix.MS_BIND, ""); err != nil {
-			t.Fatalf("bind mount: %v", err)
-		}
-		t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+		testenv.Bind(t, filepath.Dir(self), filepath.Join(ws, "tools"))
 		refusedOn(t, sub, ws, os.Environ(), "the program this process runs", refusal.WorkspaceRefused)
 	})
 }
@@ -110,12 +98,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsState(t *testing.T) {
 	}
 	substrates(t, func(t *testing.T, sub string) {
 		ws := workspace(t, base(t))
-		st := filepath.Join(ws, "st")
-		os.Mkdir(st, 0o755)
-		if err := unix.Mount(state, st, "", unix.MS_BIND, ""); err != nil {
-			t.Fatalf("bind mount: %v", err)
-		}
-		t.Cleanup(func() { unix.Unmount(st, unix.MNT_DETACH) })
+		testenv.Bind(t, state, filepath.Join(ws, "st"))
 		refusedOn(t, sub, ws, os.Environ(), "cordon's state or cache", refusal.WorkspaceRefused)
 	})
 }
@@ -137,21 +120,9 @@ func TestNoWasmToolWritesWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "guest.wasm"), wasmtest.Go(t, "substrate/wasm/testdata/guest"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tools := filepath.Join(ws, "tools")
-	os.Mkdir(tools, 0o755)
-	if err := unix.Mount(filepath.Dir(self), tools, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind mount: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(tools, unix.MNT_DETACH) })
+	testenv.Bind(t, filepath.Dir(self), filepath.Join(ws, "tools"))
 	ctx := context.Background()
-	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := admission.OpenRegistry(admission.RegistryConfig{Workspace: ws, Harness: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, reg := admitterFor(t, ws, h)
 	rt := runtime.New(runtime.Config{})
 	defer rt.Close()
 	for _, c := range []struct {

@@ -421,3 +421,18 @@ func statuses(t testing.TB, out string) map[string]string {
 func attempt(name, cmd string) string {
 	return fmt.Sprintf("( %s ) >/dev/null 2>&1; echo %s $?\n", cmd, name)
 }
+
+// admitterFor returns an admitter and a registry of tools for the
+// workspace ws under the harness configuration h.
+func admitterFor(t *testing.T, ws string, h harness.Config) (*admission.Admitter, *admission.Registry) {
+	t.Helper()
+	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := admission.OpenRegistry(admission.RegistryConfig{Workspace: ws, Harness: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, reg
+}

@@ -21,14 +21,7 @@ func TestWasmArgsAndInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	a, err := admission.New(admission.Config{Workspace: ws, Harness: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := admission.OpenRegistry(admission.RegistryConfig{Workspace: ws, Harness: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, reg := admitterFor(t, ws, h)
 	adm, err := a.Admit(ctx, admission.Source{Name: "decl", Dir: ws, Data: []byte(
 		`{"name": "echo", "kind": "wasm", "module": "guest.wasm", "args": ["echo", "--flag", "x y"], "capabilities": [], "input_schema": {"type": "object"}}`)})
 	if err != nil {

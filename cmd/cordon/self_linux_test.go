@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/testenv"
 )
@@ -26,14 +24,7 @@ func TestNothingWritesCordonsOtherBinaryBoundIntoTheWorkspace(t *testing.T) {
 	bin, full := filepath.Join(inst, "cordon"), filepath.Join(inst, fullName)
 	data := copySelf(t, bin, full)
 	ws := tempWorkspace(t)
-	cf := filepath.Join(ws, "cf")
-	if err := os.WriteFile(cf, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(full, cf, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind mount: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(cf, unix.MNT_DETACH) })
+	testenv.Bind(t, full, filepath.Join(ws, "cf"))
 	for _, sub := range []string{"bwrap", "landlock"} {
 		cmd := cordonProcess(t, os.Environ(), "-w", ws, "--json", "exec", "--substrate", sub, "--", "sh", "-c", "echo x >> cf")
 		cmd.Path = bin
@@ -63,12 +54,7 @@ func TestNoFileToolReadsCordonsStateBoundIntoTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := tempWorkspace(t)
-	st := filepath.Join(ws, "st")
-	os.Mkdir(st, 0o755)
-	if err := unix.Mount(state, st, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind mount: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(st, unix.MNT_DETACH) })
+	testenv.Bind(t, state, filepath.Join(ws, "st"))
 	code, out, _ := cordonMain(t, "", "-w", ws, "--json", "fs", "read", "st/secret")
 	if code != exitRefused || !strings.Contains(out, "cordon's state or cache") || strings.Contains(out, `"key"`) {
 		t.Errorf("fs read st/secret: exit %d, %s; want a WorkspaceRefused naming cordon's state", code, out)

@@ -72,3 +72,29 @@ func PrivateMounts(t *testing.T) bool {
 	t.Logf("in a mount namespace of its own:\n%s", out)
 	return false
 }
+
+// Bind bind-mounts src on dst, made first as an empty directory or file
+// like src, until the test ends: for a test that [PrivateMounts] runs in
+// a mount namespace of its own.
+func Bind(t testing.TB, src, dst string) {
+	t.Helper()
+	if os.Getenv(privateMountsEnv) == "" {
+		t.Fatal("testenv.Bind outside PrivateMounts' namespace would mount on the host")
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IsDir() {
+		err = os.Mkdir(dst, 0o755)
+	} else {
+		err = os.WriteFile(dst, nil, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount %s on %s: %v", src, dst, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dst, unix.MNT_DETACH) })
+}
