@@ -520,7 +520,7 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		roots = self
+		roots = slices.Clone(self) // shared by every call: never appended to
 	}
 	for _, d := range []string{h.StateDir(), h.CacheDir()} {
 		if d != "" {
