@@ -240,15 +240,31 @@ func TestRaceSwapDirectoryForSymlink(t *testing.T) {
 			os.Remove(d)
 			os.Rename(real, d)
 			swaps.Add(1)
+			// As long a window with d a directory: a write takes more steps
+			// than a read, and on a loaded machine (two cores, the race
+			// detector) a swapper that yields only while d is a link can
+			// leave no write a whole window.
+			runtime.Gosched()
 		}
 	}()
 	var reads, writes, refusals atomic.Int64
-	deadline := time.Now().Add(700 * time.Millisecond)
+	// The race runs for at least 700 ms and then until each kind of call
+	// has succeeded once (a check that it ran at all), for at most 20 s.
+	start := time.Now()
+	running := func() bool {
+		took := time.Since(start)
+		if took < 700*time.Millisecond {
+			return true
+		}
+		ran := reads.Load() > 0 && writes.Load() > 0 && swaps.Load() > 0
+		return !ran && took < 20*time.Second
+	}
+	done := make(chan struct{})
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
+			for running() {
 				if g%2 == 0 {
 					data, err := w.ReadFile("d/f")
 					if err == nil {
@@ -270,7 +286,13 @@ func TestRaceSwapDirectoryForSymlink(t *testing.T) {
 			}
 		}(g)
 	}
-	time.Sleep(time.Until(deadline))
+	go func() {
+		for running() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(done)
+	}()
+	<-done
 	close(stop)
 	wg.Wait()
 	if got, _ := os.ReadFile(outsideF); string(got) != "OUTSIDE" {
