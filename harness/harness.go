@@ -96,6 +96,7 @@ type Config struct {
 	stateDir   string
 	cacheDir   string
 	rootsDir   string
+	file       string // the configuration file it was read from (FromEnv), or ""
 	home       string // the caller's home, for ~ in git's configuration
 	set        bool
 	// resolved holds stateDir and cacheDir with their symlinks resolved,
@@ -238,6 +239,10 @@ func (c Config) EvidenceDir() string {
 // run locks live there.
 func (c Config) StateDir() string { return c.stateDir }
 
+// File is the configuration file c was read from ([FromEnv]), or "":
+// what cordon reads at its next start, which no tool may rewrite.
+func (c Config) File() string { return c.file }
+
 // CacheDir returns the per-user cache directory: compiled code lives
 // there.
 func (c Config) CacheDir() string { return c.cacheDir }
@@ -357,6 +362,7 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 			c = c.WithRootsDir(fc.RootsDir)
 		}
 	}
+	c.file = file
 	if d := getenv(EnvStateDir); d != "" {
 		c = c.WithStateDir(d)
 	}

@@ -54,7 +54,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesBwrap(t *testing.T) {
 			substrates(t, func(t *testing.T, sub string) {
 				ws := workspace(t, base(t))
 				testenv.Bind(t, bound, filepath.Join(ws, "tools"))
-				refusedOn(t, sub, ws, env, "a mount inside the workspace")
+				refusedOn(t, sub, newPolicy(ws), env, "a mount inside the workspace")
 				if after, _ := os.ReadFile(bin); string(after) != string(data) {
 					t.Error("bwrap changed")
 				}
@@ -78,7 +78,7 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 	substrates(t, func(t *testing.T, sub string) {
 		ws := workspace(t, base(t))
 		testenv.Bind(t, filepath.Dir(self), filepath.Join(ws, "tools"))
-		refusedOn(t, sub, ws, os.Environ(), "the program this process runs", refusal.WorkspaceRefused)
+		refusedOn(t, sub, newPolicy(ws), os.Environ(), "the program this process runs", refusal.WorkspaceRefused)
 	})
 }
 
@@ -99,7 +99,108 @@ func TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsState(t *testing.T) {
 	substrates(t, func(t *testing.T, sub string) {
 		ws := workspace(t, base(t))
 		testenv.Bind(t, state, filepath.Join(ws, "st"))
-		refusedOn(t, sub, ws, os.Environ(), "cordon's state or cache", refusal.WorkspaceRefused)
+		refusedOn(t, sub, newPolicy(ws), os.Environ(), "cordon's state or cache", refusal.WorkspaceRefused)
+	})
+}
+
+// configured returns the test harness read as the CLI reads it, with the
+// configuration file file (CORDON_CONFIG).
+func configured(t *testing.T, file string) harness.Config {
+	t.Helper()
+	env := map[string]string{
+		harness.EnvConfig:   file,
+		harness.EnvStateDir: testHarness.StateDir(),
+		harness.EnvCacheDir: testHarness.CacheDir(),
+		harness.EnvRootsDir: testHarness.RootsDir(),
+	}
+	h, got, err := harness.FromEnv(func(k string) string { return env[k] })
+	if err != nil || got != file || h.File() != file {
+		t.Fatalf("harness.FromEnv = %v, %q, %v; want the configuration of %s", h, got, err, file)
+	}
+	return h
+}
+
+// TestNoSubstrateRunsWhereTheConfigurationLeadsIntoTheWorkspace: a
+// configuration file that is a link into the workspace (one kept in a
+// repository of dotfiles, the workspace) is refused on every substrate,
+// for root and an unprivileged user alike: the command could rewrite what
+// the next cordon reads (the harness state it protects, where its state
+// lies). Tried before the check: the command rewrote it through the
+// workspace (the CLI's check of the configuration's path compared the
+// link's).
+func TestNoSubstrateRunsWhereTheConfigurationLeadsIntoTheWorkspace(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		top := base(t)
+		ws := workspace(t, top)
+		real := filepath.Join(ws, "cordon.json")
+		if err := os.WriteFile(real, []byte(`{"harness_state": [".efferent"]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(top, "cordon.json")
+		if err := os.Symlink(real, file); err != nil {
+			t.Fatal(err)
+		}
+		refusedOn(t, sub, bwrap.NewPolicy(ws, configured(t, file)), os.Environ(), "the configuration cordon reads", refusal.WorkspaceRefused)
+	})
+}
+
+// TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsConfiguration: a
+// workspace holding a bind of the directory of cordon's configuration
+// file is refused on every substrate (root: the bind needs it).
+func TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsConfiguration(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "config")
+	os.Mkdir(dir, 0o755)
+	file := filepath.Join(dir, "cordon.json")
+	if err := os.WriteFile(file, []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := configured(t, file)
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		testenv.Bind(t, dir, filepath.Join(ws, "cfg"))
+		refusedOn(t, sub, bwrap.NewPolicy(ws, h), os.Environ(), "the configuration cordon reads", refusal.WorkspaceRefused)
+	})
+}
+
+// TestCordonsStateThroughALinkIntoAnotherMountIsNoRefusal: a state and a
+// cache directory reached through a link into another mount (~/.local on
+// another disk) refuse no run: each is placed as the kernel reaches it.
+// Before, every run on every substrate was refused ("cannot be told": the
+// path is not below the point of the mount it is on).
+func TestCordonsStateThroughALinkIntoAnotherMountIsNoRefusal(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	top := t.TempDir()
+	m := filepath.Join(top, "m")
+	os.Mkdir(m, 0o755)
+	mountTmpfs(t, m)
+	link := filepath.Join(top, "local")
+	if err := os.Symlink(m, link); err != nil {
+		t.Fatal(err)
+	}
+	h := testHarness.WithStateDir(filepath.Join(link, "state")).WithCacheDir(filepath.Join(link, "cache"))
+	for _, d := range []string{h.StateDir(), h.CacheDir()} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		out := filepath.Join(ws, "out")
+		os.Mkdir(out, 0o755)
+		p := prepared(t, bwrap.NewPolicy(ws, h), "touch "+filepath.Join(out, "ran"), in(sub))
+		rt := runtime.New(runtime.Config{})
+		defer rt.Close()
+		if res, err := rt.Run(context.Background(), p); err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run = %+v, %v; want the command run", res, err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "ran")); err != nil {
+			t.Errorf("the command did not run: %v", err)
+		}
 	})
 }
 
@@ -196,21 +297,21 @@ func TestNoSubstrateRunsWhereTheWorkspaceHoldsBwrap(t *testing.T) {
 		if err := os.WriteFile(bin, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		refusedOn(t, sub, ws, append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH")), "it is inside the workspace")
+		refusedOn(t, sub, newPolicy(ws), append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH")), "it is inside the workspace")
 	})
 }
 
-// refusedOn runs a command in ws on the substrate sub, with the
-// environment env, and fails the test unless the run is refused — as
-// WorkspaceRefused, on bwrap as SandboxUnavailable (bwrap's own check) or
-// as onBwrap says — with a message that mentions mention, and the command
-// never ran.
-func refusedOn(t *testing.T, sub, ws string, env []string, mention string, onBwrap ...*refusal.Kind) {
+// refusedOn runs a command in the workspace of pol on the substrate sub,
+// with the environment env, and fails the test unless the run is refused
+// — as WorkspaceRefused, on bwrap as SandboxUnavailable (bwrap's own
+// check) or as onBwrap says — with a message that mentions mention, and
+// the command never ran.
+func refusedOn(t *testing.T, sub string, pol bwrap.Policy, env []string, mention string, onBwrap ...*refusal.Kind) {
 	t.Helper()
-	out := filepath.Join(ws, "out")
+	out := filepath.Join(pol.Workspace(), "out")
 	os.Mkdir(out, 0o755)
 	ran := filepath.Join(out, "ran") // below an entry: Landlock makes nothing new at the top
-	p := prepared(t, newPolicy(ws), "touch "+ran, in(sub))
+	p := prepared(t, pol, "touch "+ran, in(sub))
 	rt := runtime.New(runtime.Config{Environ: env})
 	defer rt.Close()
 	res, err := rt.Run(context.Background(), p)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -305,15 +306,28 @@ func (e *env) openWorkspaceToWrite() (*workspace.Workspace, error) {
 }
 
 // checkConfigOutside refuses a workspace that holds the configuration
-// file: a tool could rewrite what protects it.
+// file, or where it leads (a link into a repository of dotfiles): a tool
+// could rewrite what protects it. (Through a mount inside the workspace:
+// [bwrap.OwnExposure], which every run and file tool asks.)
 func (e *env) checkConfigOutside(root string) error {
-	if e.harnessFile == "" {
+	f := e.harnessFile
+	if f == "" {
 		return nil
 	}
-	if f := e.harnessFile; f == root || strings.HasPrefix(f, root+"/") {
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace %s — it holds cordon's configuration %s, which a tool could rewrite; keep the configuration outside every workspace", root, f)
+	for _, p := range []string{f, resolved(f)} {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace %s — it holds cordon's configuration %s, which a tool could rewrite; keep the configuration outside every workspace", root, p)
+		}
 	}
 	return nil
+}
+
+// resolved is p with its symlinks resolved, or p when that fails.
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 // admitter returns the admission pipeline of the workspace. With toRun,

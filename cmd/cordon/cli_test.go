@@ -156,26 +156,42 @@ func TestFIFOsDoNotBlock(t *testing.T) {
 }
 
 // TestConfigurationInsideTheWorkspaceIsRefused: a workspace that holds
-// cordon's configuration file (CORDON_CONFIG) is refused by every command,
+// cordon's configuration file (CORDON_CONFIG), or where it leads (a link
+// to it, from a repository of dotfiles), is refused by every command,
 // since a tool could rewrite what protects it; the file is left as it is.
+// Tried with the link before the check: `cordon exec` let its command
+// rewrite the file.
 func TestConfigurationInsideTheWorkspaceIsRefused(t *testing.T) {
-	testenv.IsolateHarness(t)
-	ws := tempWorkspace(t)
-	cfg := filepath.Join(ws, "cordon.json")
-	os.WriteFile(cfg, []byte(`{"write_later": []}`), 0o644)
-	t.Setenv(harness.EnvConfig, cfg)
-	os.WriteFile(filepath.Join(ws, "t.json"), []byte(`{"name":"t","kind":"native","command":["true"],"capabilities":[]}`), 0o644)
-	for _, args := range [][]string{
-		{"fs", "write", "cordon.json"}, {"fs", "read", "t.json"}, {"exec", "--", "true"}, {"admit", filepath.Join(ws, "t.json")}, {"tools"},
-	} {
-		code, stdout, _ := cordonMain(t, `{"write_later": [], "harness_state": [".x"]}`, append([]string{"-w", ws, "--json"}, args...)...)
-		var r struct{ Error string }
-		json.Unmarshal([]byte(stdout), &r)
-		if code != 3 || r.Error != "WorkspaceRefused" {
-			t.Errorf("cordon %q with the configuration inside the workspace: exit %d %s; want 3, WorkspaceRefused", args, code, stdout)
-		}
-	}
-	if data, _ := os.ReadFile(cfg); string(data) != `{"write_later": []}` {
-		t.Errorf("the configuration was rewritten: %q", data)
+	for _, linked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "inside", true: "a link into it"}[linked], func(t *testing.T) {
+			testenv.IsolateHarness(t)
+			ws := tempWorkspace(t)
+			cfg := filepath.Join(ws, "cordon.json")
+			os.WriteFile(cfg, []byte(`{"write_later": []}`), 0o644)
+			named := cfg
+			if linked {
+				named = filepath.Join(t.TempDir(), "cordon.json")
+				if err := os.Symlink(cfg, named); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv(harness.EnvConfig, named)
+			os.WriteFile(filepath.Join(ws, "t.json"), []byte(`{"name":"t","kind":"native","command":["true"],"capabilities":[]}`), 0o644)
+			for _, args := range [][]string{
+				{"fs", "write", "cordon.json"}, {"fs", "read", "t.json"}, {"exec", "--", "sh", "-c", "echo '{}' > cordon.json"},
+				{"exec", "--substrate", "landlock", "--", "sh", "-c", "echo '{}' > cordon.json"},
+				{"admit", filepath.Join(ws, "t.json")}, {"tools"},
+			} {
+				code, stdout, _ := cordonMain(t, `{"write_later": [], "harness_state": [".x"]}`, append([]string{"-w", ws, "--json"}, args...)...)
+				var r struct{ Error string }
+				json.Unmarshal([]byte(stdout), &r)
+				if code != 3 || r.Error != "WorkspaceRefused" {
+					t.Errorf("cordon %q with the configuration inside the workspace: exit %d %s; want 3, WorkspaceRefused", args, code, stdout)
+				}
+			}
+			if data, _ := os.ReadFile(cfg); string(data) != `{"write_later": []}` {
+				t.Errorf("the configuration was rewritten: %q", data)
+			}
+		})
 	}
 }

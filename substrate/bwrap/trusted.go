@@ -349,22 +349,9 @@ func laterPaths(path, bin, ws string) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	resolved := map[string]string{} // a directory → its EvalSymlinks: PATH's entries share their parents
+	reach := reacher{}
 	add := func(p string) {
-		for _, q := range pathsOf(p) {
-			// Placed as the kernel reaches it: a PATH entry through a
-			// link into another mount (a Nix profile, a home on another
-			// disk) is that mount's; the last name stays unresolved,
-			// itself what a later search goes through.
-			dir := filepath.Dir(q)
-			d, ok := resolved[dir]
-			if !ok {
-				d, _ = filepath.EvalSymlinks(dir)
-				resolved[dir] = d
-			}
-			if d != "" {
-				q = filepath.Join(d, filepath.Base(q))
-			}
+		for _, q := range reach.paths(p) {
 			var st unix.Stat_t
 			if !seen[q] && !within(q, ws) && unix.Lstat(q, &st) == nil {
 				seen[q] = true
@@ -381,6 +368,32 @@ func laterPaths(path, bin, ws string) []string {
 			break
 		}
 		add(d)
+	}
+	return out
+}
+
+// reacher places paths as the kernel reaches them; it holds each
+// directory's EvalSymlinks once found (paths share their parents).
+type reacher map[string]string
+
+// paths returns p and the directories above it ([pathsOf]), each with its
+// directory resolved and its last name kept: a path through a link into
+// another mount (a Nix profile, a home or ~/.local on another disk) is
+// that mount's, and a link on the way is itself a name a later start
+// goes through — replaced, it leads elsewhere. A directory that cannot
+// be resolved (gone) is kept as it is.
+func (r reacher) paths(p string) []string {
+	out := pathsOf(p)
+	for i, q := range out {
+		dir := filepath.Dir(q)
+		d, ok := r[dir]
+		if !ok {
+			d, _ = filepath.EvalSymlinks(dir)
+			r[dir] = d
+		}
+		if d != "" && q != "/" {
+			out[i] = filepath.Join(d, filepath.Base(q))
+		}
 	}
 	return out
 }
@@ -507,32 +520,42 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 // ownPaths returns what cordon itself later reads, or starts, that no run
 // may reach — each with the directories above it, as they exist now: the
 // state directory of h (its keys, the registry of runs, the marks of
-// programs it no longer trusts) and its cache (compiled code it runs),
-// and with binaries the program this process runs and cordon's other
-// binary beside it ([selfPaths]).
+// programs it no longer trusts), its cache (compiled code it runs) and
+// the configuration file it was read from (what protects the workspace),
+// each placed as the kernel reaches it ([reacher]); and with binaries the
+// program this process runs and cordon's other binary beside it
+// ([selfPaths]).
 func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 	if h.IsZero() {
 		h = harness.Default()
 	}
-	var roots []string
+	var out []string
+	add := func(paths []string) {
+		for _, p := range existing(paths) {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
 	if binaries {
 		self, err := selfPaths()
 		if err != nil {
 			return nil, err
 		}
-		roots = slices.Clone(self) // shared by every call: never appended to
-	}
-	for _, d := range []string{h.StateDir(), h.CacheDir()} {
-		if d != "" {
-			roots = append(roots, d)
+		for _, p := range self {
+			add(pathsOf(p)) // resolved already
 		}
 	}
-	var out []string
-	for _, r := range roots {
-		for _, p := range existing(pathsOf(r)) {
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
+	reach := reacher{}
+	for _, d := range []string{h.StateDir(), h.CacheDir(), h.File()} {
+		if d == "" {
+			continue
+		}
+		add(reach.paths(d))
+		// And where it leads, when it is a link itself (a configuration
+		// kept in a repository of dotfiles).
+		if r, err := filepath.EvalSymlinks(d); err == nil && !slices.Contains(out, r) {
+			add(pathsOf(r))
 		}
 	}
 	return out, nil
@@ -588,13 +611,28 @@ func ownRefusal(what, ws, p, via string, h harness.Config) error {
 		it, then = p+", the program this process runs,", "its next start would run what was written, on the host"
 	case slices.Contains(self, p):
 		it, then = p+", cordon's binary beside the program this process runs ("+self[0]+"),", "its next start would run what was written, on the host"
-	case within(h.StateDir(), p) || within(h.CacheDir(), p):
+	case reachedBy(p, h.File()):
+		it, then = p+", the configuration cordon reads ("+h.File()+"), where it leads or a directory above it,", "a tool could rewrite what cordon reads at its next start (the harness state it protects, where its state lies)"
+	case reachedBy(p, h.StateDir()) || reachedBy(p, h.CacheDir()):
 		it, then = p+", cordon's state or cache, or a directory above it,", "a tool could read its keys, or undo what cordon keeps there (the marks of distrusted programs, the registry of runs, compiled code it runs)"
 	default:
 		it, then = p+", a directory above "+self[0]+" (the program this process runs),", "a program put there would be started next, on the host"
 	}
-	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be reached (%s), and %s; install cordon and keep its state outside the workspace",
+	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be reached (%s), and %s; install cordon and keep its state and configuration outside the workspace",
 		what, ws, it, placeOf(p, via, ws), then)
+}
+
+// reachedBy reports whether p is one of the paths [ownPaths] places for
+// own (a directory or file of h; "": none).
+func reachedBy(p, own string) bool {
+	if own == "" {
+		return false
+	}
+	if slices.Contains(reacher{}.paths(own), p) {
+		return true
+	}
+	r, err := filepath.EvalSymlinks(own)
+	return err == nil && slices.Contains(pathsOf(r), p)
 }
 
 // exposureOf says how the workspace ws exposes p — the program real
