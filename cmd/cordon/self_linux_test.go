@@ -60,3 +60,35 @@ func TestNoFileToolReadsCordonsStateBoundIntoTheWorkspace(t *testing.T) {
 		t.Errorf("fs read st/secret: exit %d, %s; want a WorkspaceRefused naming cordon's state", code, out)
 	}
 }
+
+// TestNothingReplacesTheLinkCordonWasStartedBy: cordon started by a link
+// (a package manager's bin, here a directory of links bound into the
+// workspace) is refused where a command could replace that link: the next
+// start by that name would run what it put there, on the host.
+func TestNothingReplacesTheLinkCordonWasStartedBy(t *testing.T) {
+	needBwrap(t)
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	inst := t.TempDir()
+	bin := filepath.Join(inst, "cordon")
+	copySelf(t, bin, filepath.Join(inst, fullName))
+	links := t.TempDir()
+	link := filepath.Join(links, "cordon")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	testenv.Bind(t, links, filepath.Join(ws, "lk"))
+	for _, sub := range []string{"bwrap", "landlock"} {
+		cmd := cordonProcess(t, os.Environ(), "-w", ws, "--json", "exec", "--substrate", sub, "--", "ln", "-sfn", "/bin/false", "lk/cordon")
+		cmd.Path, cmd.Args[0] = link, link
+		out, err := cmd.Output()
+		if code := procExit(err); code != exitRefused || !strings.Contains(string(out), "the way this program was started") {
+			t.Errorf("%s: exit %d, %s; want a WorkspaceRefused naming the link cordon was started by", sub, code, out)
+		}
+	}
+	if to, err := os.Readlink(link); err != nil || to != bin {
+		t.Errorf("the link cordon was started by now leads to %q (%v)", to, err)
+	}
+}

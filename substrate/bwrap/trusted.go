@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -517,6 +518,30 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 	return paths, nil
 })
 
+// startedAs returns the path this process was started by as its argv[0]
+// names it (searched for on PATH when it has no slash), absolute and
+// unresolved — a link there (a package manager's bin) is what the next
+// start by that name goes through, and replaced it leads elsewhere — or ""
+// when it cannot be told.
+var startedAs = sync.OnceValue(func() string {
+	arg := os.Args[0]
+	if arg == "" {
+		return ""
+	}
+	if !strings.Contains(arg, "/") {
+		p, err := exec.LookPath(arg)
+		if err != nil {
+			return ""
+		}
+		arg = p
+	}
+	abs, err := filepath.Abs(arg)
+	if err != nil {
+		return ""
+	}
+	return abs
+})
+
 // ownPaths returns what cordon itself later reads, or starts, that no run
 // may reach — each with the directories above it, as they exist now: the
 // state directory of h (its keys, the registry of runs, the marks of
@@ -524,7 +549,7 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 // the configuration file it was read from (what protects the workspace),
 // each placed as the kernel reaches it ([reacher]); and with binaries the
 // program this process runs and cordon's other binary beside it
-// ([selfPaths]).
+// ([selfPaths]), and the path it was started by ([startedAs]).
 func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 	if h.IsZero() {
 		h = harness.Default()
@@ -547,6 +572,11 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 		}
 	}
 	reach := reacher{}
+	if binaries {
+		if s := startedAs(); s != "" {
+			add(reach.paths(s))
+		}
+	}
 	for _, d := range []string{h.StateDir(), h.CacheDir(), h.File()} {
 		if d == "" {
 			continue
@@ -611,12 +641,16 @@ func ownRefusal(what, ws, p, via string, h harness.Config) error {
 		it, then = p+", the program this process runs,", "its next start would run what was written, on the host"
 	case slices.Contains(self, p):
 		it, then = p+", cordon's binary beside the program this process runs ("+self[0]+"),", "its next start would run what was written, on the host"
+	case len(self) > 0 && within(self[0], p):
+		it, then = p+", a directory above "+self[0]+" (the program this process runs),", "a program put there would be started next, on the host"
+	case reachedBy(p, startedAs()):
+		it, then = p+", the way this program was started ("+startedAs()+") or a directory above it,", "its next start by that name would run what was put there, on the host"
 	case reachedBy(p, h.File()):
 		it, then = p+", the configuration cordon reads ("+h.File()+"), where it leads or a directory above it,", "a tool could rewrite what cordon reads at its next start (the harness state it protects, where its state lies)"
 	case reachedBy(p, h.StateDir()) || reachedBy(p, h.CacheDir()):
 		it, then = p+", cordon's state or cache, or a directory above it,", "a tool could read its keys, or undo what cordon keeps there (the marks of distrusted programs, the registry of runs, compiled code it runs)"
 	default:
-		it, then = p+", a directory above "+self[0]+" (the program this process runs),", "a program put there would be started next, on the host"
+		it, then = p+", one of cordon's own paths,", "a tool could change what cordon later reads or starts, on the host"
 	}
 	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s lies where it could be reached (%s), and %s; install cordon and keep its state and configuration outside the workspace",
 		what, ws, it, placeOf(p, via, ws), then)
