@@ -255,6 +255,7 @@ func TestFromEnv(t *testing.T) {
 			harness.EnvStateDir: "/e/state", harness.EnvCacheDir: "/e/cache"},
 			stateDir: "/e/state", cacheDir: "/e/cache"},
 		{name: "empty object", env: map[string]string{harness.EnvConfig: file("empty.json", `{}`)}, stateDir: defState, cacheDir: defCache},
+		{name: "a file with two names", env: map[string]string{harness.EnvConfig: linked(t, file("linked.json", `{}`))}, err: refusal.InvalidPolicy},
 		{name: "relative file name", env: map[string]string{harness.EnvConfig: "cordon.json"}, err: refusal.InvalidPolicy},
 		{name: "missing file", env: map[string]string{harness.EnvConfig: filepath.Join(dir, "absent.json")}, err: refusal.InvalidPolicy},
 		{name: "a directory", env: map[string]string{harness.EnvConfig: dir}, err: refusal.InvalidPolicy},
@@ -280,8 +281,9 @@ func TestFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatalf("FromEnv: %v", err)
 			}
-			if path != c.env[harness.EnvConfig] {
-				t.Errorf("FromEnv returned the file %q, want %q", path, c.env[harness.EnvConfig])
+			want := c.env[harness.EnvConfig]
+			if path != want || cfg.File() != want {
+				t.Errorf("FromEnv returned the file %q (File() %q), want %q", path, cfg.File(), want)
 			}
 			state, writeLater := c.state, c.writeLater
 			if state == nil {
@@ -301,6 +303,15 @@ func TestFromEnv(t *testing.T) {
 			}
 		})
 	}
+}
+
+// linked gives the file p a second name beside it, and returns p.
+func linked(t *testing.T, p string) string {
+	t.Helper()
+	if err := os.Link(p, p+".other"); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestCheckWorkspace(t *testing.T) {

@@ -563,7 +563,7 @@ func commonDir(gitdir string) string {
 // worktree's from its common directory's), or "".
 func readObjectFormat(gitdir string) (string, error) {
 	name := filepath.Join(gitdir, "config")
-	data, err := readBounded(name, 1<<20)
+	data, _, err := readBounded(name, 1<<20)
 	if err != nil {
 		return "", err
 	}

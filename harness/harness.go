@@ -333,9 +333,14 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 		if !filepath.IsAbs(file) {
 			return c, "", refusal.Errorf(refusal.InvalidPolicy, "%s=%q is not an absolute path", EnvConfig, file)
 		}
-		data, err := readBounded(file, maxConfigFile)
+		data, links, err := readBounded(file, maxConfigFile)
 		if err != nil {
 			return c, "", refusal.Errorf(refusal.InvalidPolicy, "cannot read the configuration %s: %w", file, err)
+		}
+		if links > 1 {
+			// cordon guards the file's names and where they lead, not a
+			// hard link of it (one in a workspace).
+			return c, "", refusal.Errorf(refusal.InvalidPolicy, "the configuration %s has %d links: a tool could rewrite it through another name, which cordon does not guard; keep one name for it (a copy, or a symbolic link)", file, links)
 		}
 		dec := json.NewDecoder(strings.NewReader(string(data)))
 		dec.DisallowUnknownFields()
@@ -375,25 +380,31 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 	return c, file, c.Validate()
 }
 
-func readBounded(name string, max int64) ([]byte, error) {
+// readBounded reads the regular file name, at most max bytes, and says
+// how many links (names) it has.
+func readBounded(name string, max int64) ([]byte, uint64, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO does not block the open
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+		return nil, 0, errors.New("not a regular file")
+	}
+	links := uint64(1)
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		links = uint64(sys.Nlink)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("larger than %d bytes", max)
+		return nil, 0, fmt.Errorf("larger than %d bytes", max)
 	}
-	return data, nil
+	return data, links, nil
 }

@@ -122,26 +122,41 @@ func configured(t *testing.T, file string) harness.Config {
 
 // TestNoSubstrateRunsWhereTheConfigurationLeadsIntoTheWorkspace: a
 // configuration file that is a link into the workspace (one kept in a
-// repository of dotfiles, the workspace) is refused on every substrate,
-// for root and an unprivileged user alike: the command could rewrite what
-// the next cordon reads (the harness state it protects, where its state
-// lies). Tried before the check: the command rewrote it through the
+// repository of dotfiles, the workspace), or a link to a link there, is
+// refused on every substrate, for root and an unprivileged user alike:
+// the command could rewrite what the next cordon reads (the harness state
+// it protects, where its state lies), or point the middle link at a file
+// of its own. Tried before the check: the command rewrote it through the
 // workspace (the CLI's check of the configuration's path compared the
-// link's).
+// link's); and, with the first link guarded, re-pointed the middle one.
 func TestNoSubstrateRunsWhereTheConfigurationLeadsIntoTheWorkspace(t *testing.T) {
-	substrates(t, func(t *testing.T, sub string) {
-		top := base(t)
-		ws := workspace(t, top)
-		real := filepath.Join(ws, "cordon.json")
-		if err := os.WriteFile(real, []byte(`{"harness_state": [".efferent"]}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(top, "cordon.json")
-		if err := os.Symlink(real, file); err != nil {
-			t.Fatal(err)
-		}
-		refusedOn(t, sub, bwrap.NewPolicy(ws, configured(t, file)), os.Environ(), "the configuration cordon reads", refusal.WorkspaceRefused)
-	})
+	for _, chain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a link", true: "a link to a link"}[chain], func(t *testing.T) {
+			substrates(t, func(t *testing.T, sub string) {
+				top := base(t)
+				ws := workspace(t, top)
+				real := filepath.Join(ws, "cordon.json")
+				if chain {
+					real = filepath.Join(top, "real.json")
+				}
+				if err := os.WriteFile(real, []byte(`{"harness_state": [".efferent"]}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				to := real
+				if chain { // top/cordon.json -> ws/cordon.json -> top/real.json
+					to = filepath.Join(ws, "cordon.json")
+					if err := os.Symlink(real, to); err != nil {
+						t.Fatal(err)
+					}
+				}
+				file := filepath.Join(top, "cordon.json")
+				if err := os.Symlink(to, file); err != nil {
+					t.Fatal(err)
+				}
+				refusedOn(t, sub, bwrap.NewPolicy(ws, configured(t, file)), os.Environ(), "the configuration cordon reads", refusal.WorkspaceRefused)
+			})
+		})
+	}
 }
 
 // TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsConfiguration: a

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -306,28 +305,22 @@ func (e *env) openWorkspaceToWrite() (*workspace.Workspace, error) {
 }
 
 // checkConfigOutside refuses a workspace that holds the configuration
-// file, or where it leads (a link into a repository of dotfiles): a tool
-// could rewrite what protects it. (Through a mount inside the workspace:
+// file as the kernel reaches it — a link on its way (one into a
+// repository of dotfiles) or what it resolves to: a tool could rewrite
+// what protects it. (Through a mount inside the workspace:
 // [bwrap.OwnExposure], which every run and file tool asks.)
 func (e *env) checkConfigOutside(root string) error {
 	f := e.harnessFile
 	if f == "" {
 		return nil
 	}
-	for _, p := range []string{f, resolved(f)} {
-		if p == root || strings.HasPrefix(p, root+"/") {
-			return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace %s — it holds cordon's configuration %s, which a tool could rewrite; keep the configuration outside every workspace", root, p)
+	links, resolved := bwrap.LinksOn(f)
+	for _, p := range append(links, resolved) {
+		if p != "" && (p == root || strings.HasPrefix(p, root+"/")) {
+			return refusal.Errorf(refusal.WorkspaceRefused, "refusing workspace %s — it holds cordon's configuration %s (as %s), which a tool could rewrite; keep the configuration outside every workspace", root, f, p)
 		}
 	}
 	return nil
-}
-
-// resolved is p with its symlinks resolved, or p when that fails.
-func resolved(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
 }
 
 // admitter returns the admission pipeline of the workspace. With toRun,

@@ -195,3 +195,18 @@ func TestConfigurationInsideTheWorkspaceIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigurationNamedThroughTheWorkspaceIsNoRefusal: a configuration
+// file whose name goes through the workspace and back out of it (ws/..)
+// lies outside it, as the kernel reaches it: no refusal (the check
+// compared the name as a string).
+func TestConfigurationNamedThroughTheWorkspaceIsNoRefusal(t *testing.T) {
+	testenv.IsolateHarness(t)
+	ws := tempWorkspace(t)
+	cfg := filepath.Join(filepath.Dir(ws), "cordon.json")
+	os.WriteFile(cfg, []byte(`{}`), 0o644)
+	t.Setenv(harness.EnvConfig, ws+"/../cordon.json")
+	if code, stdout, stderr := cordonMain(t, "", "-w", ws, "--json", "tools"); code != 0 {
+		t.Errorf("cordon tools with the configuration %s/../cordon.json: exit %d %s %s; want 0", ws, code, stdout, stderr)
+	}
+}

@@ -268,6 +268,20 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 		}
 		refused(t, runFront(t, dir, ws, "tools"), marker, "2 links")
 	})
+	t.Run("the front end with another name", func(t *testing.T) {
+		// Handed off, the front end no longer runs (no ETXTBSY): a
+		// sandboxed command could write it through a hard link in the
+		// workspace.
+		dir := frontPrograms(t)
+		if err := os.Link(filepath.Join(dir, "cordon"), filepath.Join(ws, "cordon-copy")); err != nil {
+			t.Skipf("no hard link across these directories: %v", err)
+		}
+		defer os.Remove(filepath.Join(ws, "cordon-copy"))
+		r := runFront(t, dir, ws, "tools")
+		if r.code != exitCannotRun || !strings.Contains(r.stderr, "has 2 links") {
+			t.Errorf("want a refusal (the front end's 2 links): %+v", r)
+		}
+	})
 	t.Run("a directory others may write", func(t *testing.T) {
 		dir := frontPrograms(t)
 		marker := planted(t, dir, 0o755)
@@ -328,5 +342,39 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 	dir := frontPrograms(t)
 	if r := runFront(t, dir, ws, "tools"); r.code != 0 {
 		t.Errorf("tools through a trusted full binary: %+v", r)
+	}
+}
+
+// TestTheFullBinaryGuardsTheLinkTheFrontEndWasStartedBy: the front end
+// started by a link (a package manager's bin, here bound into the
+// workspace) hands off to the full binary by the latter's own name; the
+// full binary still refuses a run whose command could replace that link
+// (CORDON_STARTED_AS): the next start by that name would run what it put
+// there, on the host. Tried before: `exec --receipt` replaced it, and the
+// next start ran the command's script.
+func TestTheFullBinaryGuardsTheLinkTheFrontEndWasStartedBy(t *testing.T) {
+	needBwrap(t)
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	dir := frontPrograms(t)
+	links := t.TempDir()
+	link := filepath.Join(links, "cordon")
+	if err := os.Symlink(filepath.Join(dir, "cordon"), link); err != nil {
+		t.Fatal(err)
+	}
+	ws := tempWorkspace(t)
+	testenv.Bind(t, links, filepath.Join(ws, "lk"))
+	for _, args := range [][]string{
+		{"exec", "--receipt", "--", "ln", "-sfn", "/bin/false", "lk/cordon"},
+		{"exec", "--", "ln", "-sfn", "/bin/false", "lk/cordon"},
+	} {
+		r := runProgram(t, ws, append([]string{link}, args...)...)
+		if r.code != exitRefused || !strings.Contains(r.stderr, "on the way this program was started") {
+			t.Errorf("%v: %+v; want a WorkspaceRefused naming the link the front end was started by", args, r)
+		}
+	}
+	if to, err := os.Readlink(link); err != nil || to != filepath.Join(dir, "cordon") {
+		t.Errorf("the link the front end was started by now leads to %q (%v)", to, err)
 	}
 }

@@ -28,7 +28,14 @@ const fullName = "cordon-full"
 func (e *env) handOff() int {
 	bin, argv0, err := fullProgram()
 	if err == nil {
-		err = syscall.Exec(bin, append([]string{argv0}, e.args...), os.Environ())
+		// The full binary, started by its own name, guards the path the
+		// user started this one by as its own too (a link in a package
+		// manager's bin).
+		env := os.Environ()
+		if s := bwrap.StartedAs(); s != "" {
+			env = append(env, bwrap.EnvStartedAs+"="+s)
+		}
+		err = syscall.Exec(bin, append([]string{argv0}, e.args...), env)
 		err = refusal.Errorf(refusal.SandboxUnavailable, "cannot run the full cordon binary %s: %v", bin, err)
 	}
 	return e.fail(err)
@@ -53,7 +60,9 @@ func (e *env) handOff() int {
 //     passes the same check (not a script, whose interpreter would be
 //     unchecked);
 //   - this program is not a mount of its own (a file bind-mounted into
-//     another directory, beside another cordon-full).
+//     another directory, beside another cordon-full), and has one link
+//     (handed off, it no longer runs, and another name for it could be
+//     written).
 //
 // It is not refused for lying in a directory that has been a workspace,
 // as bwrap is: the front end the user runs lies there too.
@@ -106,6 +115,11 @@ func fullProgram() (bin, argv0 string, err error) {
 		return refuse("%s has %d links: another name for it could be written where the front end's directory does not guard it", real, st.Nlink)
 	case unix.Stat(self, &me) == nil && me.Dev == st.Dev && me.Ino == st.Ino:
 		return refuse("%s is this front end itself: build the full binary as %s (go build -o %s ./cmd/cordon)", full, full, full)
+	case me.Nlink > 1:
+		// Handed off, the front end no longer runs: a sandboxed command
+		// could write it through another name (ETXTBSY guards it only
+		// while it runs).
+		return refuse("cordon's front end %s has %d links: another name for it could be written where its directory does not guard it; keep one name for it", self, me.Nlink)
 	}
 	if err := checkELF(real); err != nil {
 		return refuse("%s: %v; build the full binary as %s (go build -o %s ./cmd/cordon)", real, err, full, full)

@@ -338,8 +338,9 @@ func pathsOf(real string) []string {
 // laterPaths returns, of what a later run's start of the bwrap found in
 // the PATH value path depends on besides the program itself, what exists
 // now, each with the directories above it: the path found, unresolved (a
-// link there can be replaced), and the PATH directories searched before
-// its own (a bwrap put in one is found first). None for bin "" (a
+// link there can be replaced), every link on its way, and the PATH
+// directories searched before its own (a bwrap put in one is found
+// first), placed alike ([reacher.reachedPaths]). None for bin "" (a
 // program given, not searched for). Left out: what lies inside the
 // workspace ws by its path — a later run's own check refuses a program
 // found in a directory that has been a workspace ([checkProgram]); only a
@@ -352,7 +353,7 @@ func laterPaths(path, bin, ws string) []string {
 	seen := map[string]bool{}
 	reach := reacher{}
 	add := func(p string) {
-		for _, q := range reach.paths(p) {
+		for _, q := range reach.reachedPaths(p) {
 			var st unix.Stat_t
 			if !seen[q] && !within(q, ws) && unix.Lstat(q, &st) == nil {
 				seen[q] = true
@@ -518,19 +519,25 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 	return paths, nil
 })
 
-// startedAs returns the path this process was started by as its argv[0]
-// names it (searched for on PATH when it has no slash), absolute and
-// unresolved — a link there (a package manager's bin) is what the next
-// start by that name goes through, and replaced it leads elsewhere — or ""
-// when it cannot be told.
-var startedAs = sync.OnceValue(func() string {
+// EnvStartedAs names, for cordon's full binary, the path its front end
+// was started by: the front end hands off to the full binary by the
+// latter's own name ([StartedAs]). Set by anyone else it only adds a path
+// that no run may reach.
+const EnvStartedAs = "CORDON_STARTED_AS"
+
+// StartedAs returns the path this process was started by as its argv[0]
+// names it (searched for on PATH when it has no slash, a relative PATH
+// entry included), absolute and unresolved — a link there (a package
+// manager's bin) is what the next start by that name goes through, and
+// replaced it leads elsewhere — or "" when it cannot be told.
+var StartedAs = sync.OnceValue(func() string {
 	arg := os.Args[0]
 	if arg == "" {
 		return ""
 	}
 	if !strings.Contains(arg, "/") {
 		p, err := exec.LookPath(arg)
-		if err != nil {
+		if err != nil && !errors.Is(err, exec.ErrDot) {
 			return ""
 		}
 		arg = p
@@ -542,6 +549,81 @@ var startedAs = sync.OnceValue(func() string {
 	return abs
 })
 
+// startedBy returns the paths this process was started by: [StartedAs],
+// and the front end's when it handed off to this one ([EnvStartedAs]).
+func startedBy() []string {
+	var out []string
+	if s := StartedAs(); s != "" {
+		out = append(out, s)
+	}
+	if s := os.Getenv(EnvStartedAs); filepath.IsAbs(s) {
+		out = append(out, filepath.Clean(s))
+	}
+	return out
+}
+
+// LinksOn returns the symbolic links that resolving p goes through, in
+// the kernel's order — each as its directory resolved and its own name
+// (what replacing it changes) — and what p resolves to; at most 40 links
+// (the kernel's bound), and no further than what exists.
+func LinksOn(p string) (links []string, resolved string) {
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, ""
+		}
+		p = wd + "/" + p
+	}
+	todo := strings.Split(p, "/") // not cleaned: ".." after a link is the kernel's
+	cur := "/"
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		var st unix.Stat_t
+		if unix.Lstat(next, &st) != nil {
+			return links, ""
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if hops++; err != nil || hops > 40 {
+			return links, ""
+		}
+		links = append(links, next)
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return links, cur
+}
+
+// reachedPaths returns p placed as the kernel reaches it ([reacher]),
+// every link on its way ([LinksOn]) and what it resolves to, each with the
+// directories above it: a link anywhere in a chain (a link to a link in
+// a repository of dotfiles) is a name that, replaced, leads elsewhere.
+func (r reacher) reachedPaths(p string) []string {
+	out := r.paths(p)
+	links, resolved := LinksOn(p)
+	for _, l := range links {
+		out = append(out, pathsOf(l)...)
+	}
+	if resolved != "" {
+		out = append(out, pathsOf(resolved)...)
+	}
+	return out
+}
+
 // ownPaths returns what cordon itself later reads, or starts, that no run
 // may reach — each with the directories above it, as they exist now: the
 // state directory of h (its keys, the registry of runs, the marks of
@@ -549,7 +631,7 @@ var startedAs = sync.OnceValue(func() string {
 // the configuration file it was read from (what protects the workspace),
 // each placed as the kernel reaches it ([reacher]); and with binaries the
 // program this process runs and cordon's other binary beside it
-// ([selfPaths]), and the path it was started by ([startedAs]).
+// ([selfPaths]), and the paths it was started by ([startedBy]).
 func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 	if h.IsZero() {
 		h = harness.Default()
@@ -573,19 +655,13 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 	}
 	reach := reacher{}
 	if binaries {
-		if s := startedAs(); s != "" {
-			add(reach.paths(s))
+		for _, s := range startedBy() {
+			add(reach.reachedPaths(s))
 		}
 	}
 	for _, d := range []string{h.StateDir(), h.CacheDir(), h.File()} {
-		if d == "" {
-			continue
-		}
-		add(reach.paths(d))
-		// And where it leads, when it is a link itself (a configuration
-		// kept in a repository of dotfiles).
-		if r, err := filepath.EvalSymlinks(d); err == nil && !slices.Contains(out, r) {
-			add(pathsOf(r))
+		if d != "" {
+			add(reach.reachedPaths(d))
 		}
 	}
 	return out, nil
@@ -643,8 +719,8 @@ func ownRefusal(what, ws, p, via string, h harness.Config) error {
 		it, then = p+", cordon's binary beside the program this process runs ("+self[0]+"),", "its next start would run what was written, on the host"
 	case len(self) > 0 && within(self[0], p):
 		it, then = p+", a directory above "+self[0]+" (the program this process runs),", "a program put there would be started next, on the host"
-	case reachedBy(p, startedAs()):
-		it, then = p+", the way this program was started ("+startedAs()+") or a directory above it,", "its next start by that name would run what was put there, on the host"
+	case slices.ContainsFunc(startedBy(), func(s string) bool { return reachedBy(p, s) }):
+		it, then = p+", on the way this program was started ("+strings.Join(startedBy(), ", ")+"),", "its next start by that name would run what was put there, on the host"
 	case reachedBy(p, h.File()):
 		it, then = p+", the configuration cordon reads ("+h.File()+"), where it leads or a directory above it,", "a tool could rewrite what cordon reads at its next start (the harness state it protects, where its state lies)"
 	case reachedBy(p, h.StateDir()) || reachedBy(p, h.CacheDir()):
@@ -659,14 +735,7 @@ func ownRefusal(what, ws, p, via string, h harness.Config) error {
 // reachedBy reports whether p is one of the paths [ownPaths] places for
 // own (a directory or file of h; "": none).
 func reachedBy(p, own string) bool {
-	if own == "" {
-		return false
-	}
-	if slices.Contains(reacher{}.paths(own), p) {
-		return true
-	}
-	r, err := filepath.EvalSymlinks(own)
-	return err == nil && slices.Contains(pathsOf(r), p)
+	return own != "" && slices.Contains(reacher{}.reachedPaths(own), p)
 }
 
 // exposureOf says how the workspace ws exposes p — the program real
