@@ -758,7 +758,7 @@ func placeOf(p, via, ws string) string {
 	case via == ws && within(p, ws):
 		return "inside the workspace"
 	case via == ws:
-		return "under another path (a bind mount) in the workspace"
+		return "under another path in the workspace, a bind mount"
 	}
 	return "through " + via + ", a mount inside the workspace"
 }
