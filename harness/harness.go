@@ -50,6 +50,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
 )
 
@@ -337,10 +338,11 @@ func FromEnv(getenv func(string) string) (Config, string, error) {
 		if err != nil {
 			return c, "", refusal.Errorf(refusal.InvalidPolicy, "cannot read the configuration %s: %w", file, err)
 		}
-		if links > 1 {
+		if links > 1 && userdir.Writable(file) {
 			// cordon guards the file's names and where they lead, not a
-			// hard link of it (one in a workspace).
-			return c, "", refusal.Errorf(refusal.InvalidPolicy, "the configuration %s has %d links: a tool could rewrite it through another name, which cordon does not guard; keep one name for it (a copy, or a symbolic link)", file, links)
+			// hard link of it (one in a workspace); one nothing run here
+			// can write (a read-only store's) is no matter.
+			return c, "", refusal.Errorf(refusal.InvalidPolicy, "the configuration %s has %d links: a tool could rewrite it through another name, which cordon does not guard; keep one name for it (a copy outside every workspace)", file, links)
 		}
 		dec := json.NewDecoder(strings.NewReader(string(data)))
 		dec.DisallowUnknownFields()

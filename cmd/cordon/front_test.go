@@ -344,37 +344,3 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 		t.Errorf("tools through a trusted full binary: %+v", r)
 	}
 }
-
-// TestTheFullBinaryGuardsTheLinkTheFrontEndWasStartedBy: the front end
-// started by a link (a package manager's bin, here bound into the
-// workspace) hands off to the full binary by the latter's own name; the
-// full binary still refuses a run whose command could replace that link
-// (CORDON_STARTED_AS): the next start by that name would run what it put
-// there, on the host. Tried before: `exec --receipt` replaced it, and the
-// next start ran the command's script.
-func TestTheFullBinaryGuardsTheLinkTheFrontEndWasStartedBy(t *testing.T) {
-	needBwrap(t)
-	if !testenv.PrivateMounts(t) {
-		return
-	}
-	dir := frontPrograms(t)
-	links := t.TempDir()
-	link := filepath.Join(links, "cordon")
-	if err := os.Symlink(filepath.Join(dir, "cordon"), link); err != nil {
-		t.Fatal(err)
-	}
-	ws := tempWorkspace(t)
-	testenv.Bind(t, links, filepath.Join(ws, "lk"))
-	for _, args := range [][]string{
-		{"exec", "--receipt", "--", "ln", "-sfn", "/bin/false", "lk/cordon"},
-		{"exec", "--", "ln", "-sfn", "/bin/false", "lk/cordon"},
-	} {
-		r := runProgram(t, ws, append([]string{link}, args...)...)
-		if r.code != exitRefused || !strings.Contains(r.stderr, "on the way this program was started") {
-			t.Errorf("%v: %+v; want a WorkspaceRefused naming the link the front end was started by", args, r)
-		}
-	}
-	if to, err := os.Readlink(link); err != nil || to != filepath.Join(dir, "cordon") {
-		t.Errorf("the link the front end was started by now leads to %q (%v)", to, err)
-	}
-}

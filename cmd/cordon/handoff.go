@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate/bwrap"
 )
@@ -28,17 +30,27 @@ const fullName = "cordon-full"
 func (e *env) handOff() int {
 	bin, argv0, err := fullProgram()
 	if err == nil {
-		// The full binary, started by its own name, guards the path the
-		// user started this one by as its own too (a link in a package
-		// manager's bin).
-		env := os.Environ()
-		if s := bwrap.StartedAs(); s != "" {
-			env = append(env, bwrap.EnvStartedAs+"="+s)
-		}
-		err = syscall.Exec(bin, append([]string{argv0}, e.args...), env)
+		err = syscall.Exec(bin, append([]string{argv0}, e.args...), handOffEnv(os.Environ()))
 		err = refusal.Errorf(refusal.SandboxUnavailable, "cannot run the full cordon binary %s: %v", bin, err)
 	}
 	return e.fail(err)
+}
+
+// handOffEnv is env for the full binary, which, started by its own name,
+// guards as its own too the path the user started this front end by (a
+// link in a package manager's bin) and the front end itself, whatever its
+// name ([bwrap.EnvStartedAs]; any value env held is replaced: the first
+// of two would be read).
+func handOffEnv(env []string) []string {
+	var paths []string
+	if s := bwrap.StartedAs(); s != "" {
+		paths = append(paths, s)
+	}
+	if self, err := os.Executable(); err == nil {
+		paths = append(paths, self)
+	}
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, bwrap.EnvStartedAs+"=") })
+	return append(env, bwrap.EnvStartedAs+"="+strings.Join(paths, string(filepath.ListSeparator)))
 }
 
 // fullProgram returns the full binary to run, resolved, and the name to
@@ -111,11 +123,11 @@ func fullProgram() (bin, argv0 string, err error) {
 		return refuse("%s resolves to %s, outside %s: the full binary must lie beside the front end itself", full, real, dir)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return refuse("%s is not a regular file", real)
-	case st.Nlink != 1:
+	case st.Nlink != 1 && userdir.Writable(real):
 		return refuse("%s has %d links: another name for it could be written where the front end's directory does not guard it", real, st.Nlink)
 	case unix.Stat(self, &me) == nil && me.Dev == st.Dev && me.Ino == st.Ino:
 		return refuse("%s is this front end itself: build the full binary as %s (go build -o %s ./cmd/cordon)", full, full, full)
-	case me.Nlink > 1:
+	case me.Nlink > 1 && userdir.Writable(self):
 		// Handed off, the front end no longer runs: a sandboxed command
 		// could write it through another name (ETXTBSY guards it only
 		// while it runs).

@@ -112,3 +112,18 @@ func EnsurePath(dir string, names ...string) (string, error) {
 	unix.Close(fd)
 	return p, nil
 }
+
+// Writable reports whether this user — or a command it runs, a sandboxed
+// one without capabilities included — could write the file at path
+// through another name of it (a hard link): it is this user's (who may
+// change its mode), or its mode lets this user write; and its mount is
+// not read-only. A file of a read-only store (a Nix store's hard links of
+// one content) is not.
+func Writable(path string) bool {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return true // cannot tell: as if it were
+	}
+	err := unix.Access(path, unix.W_OK)
+	return err == nil || int(st.Uid) == os.Geteuid() && err != unix.EROFS
+}

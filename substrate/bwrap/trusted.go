@@ -519,17 +519,18 @@ var selfPaths = sync.OnceValues(func() ([]string, error) {
 	return paths, nil
 })
 
-// EnvStartedAs names, for cordon's full binary, the path its front end
-// was started by: the front end hands off to the full binary by the
-// latter's own name ([StartedAs]). Set by anyone else it only adds a path
-// that no run may reach.
+// EnvStartedAs names, for cordon's full binary, the paths its front end
+// was started by and runs (a list, as PATH is): the front end hands off to
+// the full binary by the latter's own name ([StartedAs]). Set by anyone
+// else it only adds paths no run may reach.
 const EnvStartedAs = "CORDON_STARTED_AS"
 
 // StartedAs returns the path this process was started by as its argv[0]
 // names it (searched for on PATH when it has no slash, a relative PATH
 // entry included), absolute and unresolved — a link there (a package
 // manager's bin) is what the next start by that name goes through, and
-// replaced it leads elsewhere — or "" when it cannot be told.
+// replaced it leads elsewhere; not cleaned (".." after a link is the
+// kernel's) — or "" when it cannot be told.
 var StartedAs = sync.OnceValue(func() string {
 	arg := os.Args[0]
 	if arg == "" {
@@ -542,22 +543,28 @@ var StartedAs = sync.OnceValue(func() string {
 		}
 		arg = p
 	}
-	abs, err := filepath.Abs(arg)
-	if err != nil {
-		return ""
+	if !filepath.IsAbs(arg) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return ""
+		}
+		arg = wd + "/" + arg
 	}
-	return abs
+	return arg
 })
 
 // startedBy returns the paths this process was started by: [StartedAs],
-// and the front end's when it handed off to this one ([EnvStartedAs]).
+// and those of the front end that handed off to this one ([EnvStartedAs]).
 func startedBy() []string {
 	var out []string
 	if s := StartedAs(); s != "" {
 		out = append(out, s)
 	}
-	if s := os.Getenv(EnvStartedAs); filepath.IsAbs(s) {
-		out = append(out, filepath.Clean(s))
+	for _, s := range filepath.SplitList(os.Getenv(EnvStartedAs)) {
+		// A program's name: a directory (a value set by hand) is none.
+		if st, err := os.Stat(s); filepath.IsAbs(s) && err == nil && !st.IsDir() {
+			out = append(out, s)
+		}
 	}
 	return out
 }
