@@ -189,14 +189,7 @@ func TestCordonsStateThroughALinkIntoAnotherMountIsNoRefusal(t *testing.T) {
 	if !testenv.PrivateMounts(t) {
 		return
 	}
-	top := t.TempDir()
-	m := filepath.Join(top, "m")
-	os.Mkdir(m, 0o755)
-	mountTmpfs(t, m)
-	link := filepath.Join(top, "local")
-	if err := os.Symlink(m, link); err != nil {
-		t.Fatal(err)
-	}
+	_, link := tmpfsBehindALink(t)
 	h := testHarness.WithStateDir(filepath.Join(link, "state")).WithCacheDir(filepath.Join(link, "cache"))
 	for _, d := range []string{h.StateDir(), h.CacheDir()} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -264,6 +257,22 @@ func TestNoWasmToolWritesWhereTheWorkspaceExposesItsRunner(t *testing.T) {
 	}
 }
 
+// tmpfsBehindALink mounts a tmpfs of the test's own (in PrivateMounts'
+// namespace) and returns it and a link to it from another mount: a home
+// on another disk, a Nix profile.
+func tmpfsBehindALink(t *testing.T) (m, link string) {
+	t.Helper()
+	top := t.TempDir()
+	m = filepath.Join(top, "m")
+	os.Mkdir(m, 0o755)
+	mountTmpfs(t, m)
+	link = filepath.Join(top, "link")
+	if err := os.Symlink(m, link); err != nil {
+		t.Fatal(err)
+	}
+	return m, link
+}
+
 // TestAPathEntryThroughALinkIntoAnotherMountIsNoRefusal: a PATH directory
 // reached through a symlink into another mount (a Nix profile, a home on
 // another disk), searched before bwrap's, is placed as the kernel reaches
@@ -272,15 +281,9 @@ func TestAPathEntryThroughALinkIntoAnotherMountIsNoRefusal(t *testing.T) {
 	if !testenv.PrivateMounts(t) {
 		return
 	}
-	top := t.TempDir()
-	m := filepath.Join(top, "m")
-	os.Mkdir(m, 0o755)
-	mountTmpfs(t, m)
+	m, profile := tmpfsBehindALink(t)
 	os.Mkdir(filepath.Join(m, "bin"), 0o755)
-	if err := os.Symlink(m, filepath.Join(top, "profile")); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "PATH="+filepath.Join(top, "profile", "bin")+":"+os.Getenv("PATH"))
+	env := append(os.Environ(), "PATH="+filepath.Join(profile, "bin")+":"+os.Getenv("PATH"))
 	substrates(t, func(t *testing.T, sub string) {
 		ws := workspace(t, base(t))
 		out := filepath.Join(ws, "out")
