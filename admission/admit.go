@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/probes"
 	"github.com/cordon-run/cordon/substrate"
 	"github.com/cordon-run/cordon/substrate/bwrap"
@@ -71,11 +72,7 @@ func New(cfg Config) (*Admitter, error) {
 	if cfg.Workspace == "" {
 		return nil, errors.New("admission: no workspace configured")
 	}
-	root, err := filepath.EvalSymlinks(cfg.Workspace)
-	if err != nil {
-		return nil, fmt.Errorf("admission: workspace: %w", err)
-	}
-	root, err = filepath.Abs(root)
+	root, err := dirfd.Canonical(cfg.Workspace)
 	if err != nil {
 		return nil, fmt.Errorf("admission: workspace: %w", err)
 	}
@@ -376,10 +373,7 @@ func checkFiles(_ context.Context, a *Admitter, s *state) bool {
 	if dir == "" {
 		dir = "."
 	}
-	canon, err := filepath.EvalSymlinks(dir)
-	if err == nil {
-		canon, err = filepath.Abs(canon)
-	}
+	canon, err := dirfd.Canonical(dir)
 	if err != nil {
 		artifact(field, dir, "the declaration's folder cannot be resolved: %v", err)
 		return false

@@ -96,10 +96,7 @@ type Registry struct {
 
 // OpenRegistry returns the registry of the workspace.
 func OpenRegistry(cfg RegistryConfig) (*Registry, error) {
-	root, err := filepath.EvalSymlinks(cfg.Workspace)
-	if err == nil {
-		root, err = filepath.Abs(root)
-	}
+	root, err := dirfd.Canonical(cfg.Workspace)
 	if err != nil {
 		return nil, registryErr("open", "", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-run/cordon/admission"
 	"github.com/cordon-run/cordon/capabilities"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/refusal"
 )
 
@@ -291,10 +292,7 @@ type protectedSet struct {
 }
 
 func protectedJSONOf(h harness.Config, dir string) protectedSet {
-	root, err := filepath.EvalSymlinks(dir)
-	if err == nil {
-		root, err = filepath.Abs(root)
-	}
+	root, err := dirfd.Canonical(dir)
 	if err != nil {
 		return protectedSet{err: err}
 	}

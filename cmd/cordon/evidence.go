@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordon-run/cordon/evidence"
 	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/dirfd"
 	"github.com/cordon-run/cordon/internal/keystore"
 	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
@@ -95,10 +96,7 @@ func (e *env) evidenceWorkspace() (ws, rel, dir string, err error) {
 	if err != nil {
 		return "", "", "", err
 	}
-	ws, err = filepath.EvalSymlinks(e.workspaceDir())
-	if err == nil {
-		ws, err = filepath.Abs(ws)
-	}
+	ws, err = dirfd.Canonical(e.workspaceDir())
 	if err != nil {
 		kind := refusal.KindOf(err)
 		if errors.Is(err, os.ErrNotExist) {

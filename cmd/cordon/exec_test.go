@@ -500,3 +500,34 @@ wait`, marker)
 		})
 	}
 }
+
+// TestExecInADirectoryReachedThroughALink: cordon run from a directory its
+// shell reached through a link (a home that is a link to another disk;
+// $PWD names the link) runs in the workspace as the kernel names it, on
+// bwrap and on Landlock, and `-w` relative to it alike. Before, "." was
+// made absolute from $PWD: bwrap refused the workspace as not canonical
+// (exit 125), Landlock as not a canonical directory.
+func TestExecInADirectoryReachedThroughALink(t *testing.T) {
+	needBwrap(t)
+	top := tempWorkspace(t)
+	ws := filepath.Join(top, "real", "proj")
+	os.MkdirAll(ws, 0o755)
+	link := filepath.Join(top, "home")
+	if err := os.Symlink(filepath.Join(top, "real"), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, w string }{{"proj", ""}, {"", "proj"}} {
+		for _, sub := range []string{"bwrap", "landlock"} {
+			args := []string{"exec", "--substrate", sub, "--", "pwd"}
+			if c.w != "" {
+				args = append([]string{"-w", c.w}, args...)
+			}
+			cmd := cordonProcess(t, append(os.Environ(), "PWD="+filepath.Join(link, c.dir)), args...)
+			cmd.Dir = filepath.Join(link, c.dir)
+			out, err := cmd.Output()
+			if code := procExit(err); code != 0 || strings.TrimSpace(string(out)) != ws {
+				t.Errorf("%s in %s (-w %q): exit %d, %q; want %s", sub, cmd.Dir, c.w, code, out, ws)
+			}
+		}
+	}
+}

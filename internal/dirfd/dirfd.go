@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -264,4 +266,19 @@ func (d *Dir) Lock(name string) (func(), error) {
 		return nil, &os.PathError{Op: "lock", Path: d.join(name), Err: err}
 	}
 	return func() { unix.Flock(fd, unix.LOCK_UN); unix.Close(fd) }, nil
+}
+
+// Canonical returns p absolute with every symbolic link resolved, as the
+// kernel reaches it: a relative p from the kernel's working directory,
+// not $PWD (which filepath.Abs trusts: a shell in a directory reached
+// through a link names it by the link).
+func Canonical(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		wd, err := syscall.Getwd()
+		if err != nil {
+			return "", err
+		}
+		p = wd + "/" + p
+	}
+	return filepath.EvalSymlinks(p)
 }
