@@ -10,7 +10,7 @@ import (
 // TestLinksOn: every link that resolving a path goes through, in the
 // kernel's order and each as its directory resolved and its own name,
 // and what the path resolves to — the kernel's "..", after a link, from
-// where the link led; a loop and a dangling link end the walk.
+// where the link led; what does not exist as named; a loop, nothing.
 func TestLinksOn(t *testing.T) {
 	top, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -40,8 +40,9 @@ func TestLinksOn(t *testing.T) {
 		{"a/first", []string{"a/first", "c/mid"}, "real/f"},
 		{"dir/../first", []string{"dir", "a/first", "c/mid"}, "real/f"},
 		{"loop1", []string{"loop1", "loop2"}, ""},
-		{"dangling", []string{"dangling"}, ""},
-		{"a/absent", nil, ""},
+		{"dangling", []string{"dangling"}, "absent"},
+		{"a/absent", nil, "a/absent"},
+		{"dir/absent/../x", []string{"dir"}, "a/b/x"},
 	} {
 		links, resolved := LinksOn(top + "/" + c.path) // not joined: Join cleans the ".."
 		var want []string

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -340,7 +341,7 @@ func pathsOf(real string) []string {
 // now, each with the directories above it: the path found, unresolved (a
 // link there can be replaced), every link on its way, and the PATH
 // directories searched before its own (a bwrap put in one is found
-// first), placed alike ([reacher.reachedPaths]). None for bin "" (a
+// first), placed alike ([reachedPaths]). None for bin "" (a
 // program given, not searched for). Left out: what lies inside the
 // workspace ws by its path — a later run's own check refuses a program
 // found in a directory that has been a workspace ([checkProgram]); only a
@@ -351,11 +352,9 @@ func laterPaths(path, bin, ws string) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	reach := reacher{}
 	add := func(p string) {
-		for _, q := range reach.reachedPaths(p) {
-			var st unix.Stat_t
-			if !seen[q] && !within(q, ws) && unix.Lstat(q, &st) == nil {
+		for _, q := range reachedPaths(p) { // each existed as it was walked
+			if !seen[q] && !within(q, ws) {
 				seen[q] = true
 				out = append(out, q)
 			}
@@ -370,32 +369,6 @@ func laterPaths(path, bin, ws string) []string {
 			break
 		}
 		add(d)
-	}
-	return out
-}
-
-// reacher places paths as the kernel reaches them; it holds each
-// directory's EvalSymlinks once found (paths share their parents).
-type reacher map[string]string
-
-// paths returns p and the directories above it ([pathsOf]), each with its
-// directory resolved and its last name kept: a path through a link into
-// another mount (a Nix profile, a home or ~/.local on another disk) is
-// that mount's, and a link on the way is itself a name a later start
-// goes through — replaced, it leads elsewhere. A directory that cannot
-// be resolved (gone) is kept as it is.
-func (r reacher) paths(p string) []string {
-	out := pathsOf(p)
-	for i, q := range out {
-		dir := filepath.Dir(q)
-		d, ok := r[dir]
-		if !ok {
-			d, _ = filepath.EvalSymlinks(dir)
-			r[dir] = d
-		}
-		if d != "" && q != "/" {
-			out[i] = filepath.Join(d, filepath.Base(q))
-		}
 	}
 	return out
 }
@@ -571,13 +544,25 @@ func startedBy() []string {
 
 // LinksOn returns the symbolic links that resolving p goes through, in
 // the kernel's order — each as its directory resolved and its own name
-// (what replacing it changes) — and what p resolves to; at most 40 links
-// (the kernel's bound), and no further than what exists.
+// (what replacing it changes) — and what p resolves to: its existing part
+// resolved, the rest as named (cleaned); at most 40 links (the kernel's
+// bound: then "" resolved).
 func LinksOn(p string) (links []string, resolved string) {
+	links, existing, rest := walkLinks(p)
+	if existing == "" || rest == "" {
+		return links, existing
+	}
+	return links, filepath.Join(existing, rest)
+}
+
+// walkLinks walks p as [LinksOn] says: the links on its way, the part of
+// it that exists, resolved ("" past 40 links, or a link it cannot read),
+// and the rest as named ("": none).
+func walkLinks(p string) (links []string, existing, rest string) {
 	if !filepath.IsAbs(p) {
-		wd, err := os.Getwd()
+		wd, err := syscall.Getwd() // the kernel's, not $PWD
 		if err != nil {
-			return nil, ""
+			return nil, "", ""
 		}
 		p = wd + "/" + p
 	}
@@ -596,7 +581,9 @@ func LinksOn(p string) (links []string, resolved string) {
 		next := filepath.Join(cur, c)
 		var st unix.Stat_t
 		if unix.Lstat(next, &st) != nil {
-			return links, ""
+			// What does not exist yet is reached, once made, where the
+			// rest names it.
+			return links, cur, filepath.Join(append([]string{c}, todo...)...)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 			cur = next
@@ -604,7 +591,7 @@ func LinksOn(p string) (links []string, resolved string) {
 		}
 		target, err := os.Readlink(next)
 		if hops++; err != nil || hops > 40 {
-			return links, ""
+			return links, "", ""
 		}
 		links = append(links, next)
 		if filepath.IsAbs(target) {
@@ -612,21 +599,23 @@ func LinksOn(p string) (links []string, resolved string) {
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}
-	return links, cur
+	return links, cur, ""
 }
 
-// reachedPaths returns p placed as the kernel reaches it ([reacher]),
-// every link on its way ([LinksOn]) and what it resolves to, each with the
-// directories above it: a link anywhere in a chain (a link to a link in
-// a repository of dotfiles) is a name that, replaced, leads elsewhere.
-func (r reacher) reachedPaths(p string) []string {
-	out := r.paths(p)
-	links, resolved := LinksOn(p)
+// reachedPaths returns what the kernel goes through to reach p, each with
+// the directories above it: every link on its way, as its directory
+// resolved and its own name — a name that, replaced, leads elsewhere (a
+// PATH entry or a state directory through a link into another mount, a
+// link to a link in a repository of dotfiles) — and what of p exists,
+// resolved ([LinksOn]). Each existed as it was walked.
+func reachedPaths(p string) []string {
+	links, existing, _ := walkLinks(p)
+	var out []string
 	for _, l := range links {
 		out = append(out, pathsOf(l)...)
 	}
-	if resolved != "" {
-		out = append(out, pathsOf(resolved)...)
+	if existing != "" {
+		out = append(out, pathsOf(existing)...)
 	}
 	return out
 }
@@ -636,7 +625,7 @@ func (r reacher) reachedPaths(p string) []string {
 // state directory of h (its keys, the registry of runs, the marks of
 // programs it no longer trusts), its cache (compiled code it runs) and
 // the configuration file it was read from (what protects the workspace),
-// each placed as the kernel reaches it ([reacher]); and with binaries the
+// each placed as the kernel reaches it ([reachedPaths]); and with binaries the
 // program this process runs and cordon's other binary beside it
 // ([selfPaths]), and the paths it was started by ([startedBy]).
 func ownPaths(h harness.Config, binaries bool) ([]string, error) {
@@ -645,7 +634,7 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 	}
 	var out []string
 	add := func(paths []string) {
-		for _, p := range existing(paths) {
+		for _, p := range paths {
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}
@@ -657,18 +646,17 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 			return nil, err
 		}
 		for _, p := range self {
-			add(pathsOf(p)) // resolved already
+			add(existing(pathsOf(p))) // resolved already; removed since (an upgrade) is none
 		}
 	}
-	reach := reacher{}
 	if binaries {
 		for _, s := range startedBy() {
-			add(reach.reachedPaths(s))
+			add(reachedPaths(s))
 		}
 	}
 	for _, d := range []string{h.StateDir(), h.CacheDir(), h.File()} {
 		if d != "" {
-			add(reach.reachedPaths(d))
+			add(reachedPaths(d))
 		}
 	}
 	return out, nil
@@ -742,7 +730,7 @@ func ownRefusal(what, ws, p, via string, h harness.Config) error {
 // reachedBy reports whether p is one of the paths [ownPaths] places for
 // own (a directory or file of h; "": none).
 func reachedBy(p, own string) bool {
-	return own != "" && slices.Contains(reacher{}.reachedPaths(own), p)
+	return own != "" && slices.Contains(reachedPaths(own), p)
 }
 
 // exposureOf says how the workspace ws exposes p — the program real
