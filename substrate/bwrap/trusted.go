@@ -517,7 +517,7 @@ var StartedAs = sync.OnceValue(func() string {
 		arg = p
 	}
 	if !filepath.IsAbs(arg) {
-		wd, err := os.Getwd()
+		wd, err := syscall.Getwd() // the kernel's, not $PWD
 		if err != nil {
 			return ""
 		}
@@ -625,9 +625,9 @@ func reachedPaths(p string) []string {
 // state directory of h (its keys, the registry of runs, the marks of
 // programs it no longer trusts), its cache (compiled code it runs) and
 // the configuration file it was read from (what protects the workspace),
-// each placed as the kernel reaches it ([reachedPaths]); and with binaries the
-// program this process runs and cordon's other binary beside it
-// ([selfPaths]), and the paths it was started by ([startedBy]).
+// each placed as the kernel reaches it ([reachedPaths]); and with
+// binaries the program this process runs and cordon's other binary
+// beside it ([selfPaths]), and the paths it was started by ([startedBy]).
 func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 	if h.IsZero() {
 		h = harness.Default()
@@ -648,8 +648,6 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 		for _, p := range self {
 			add(existing(pathsOf(p))) // resolved already; removed since (an upgrade) is none
 		}
-	}
-	if binaries {
 		for _, s := range startedBy() {
 			add(reachedPaths(s))
 		}
