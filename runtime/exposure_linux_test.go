@@ -375,3 +375,30 @@ func TestAPathDirectoryInsideTheWorkspaceIsNoRefusal(t *testing.T) {
 		}
 	})
 }
+
+// TestARunWhoseStateCannotBePlacedNamesIt: cordon's state directory on a
+// mount whose place cannot be told (a bind of a directory since removed:
+// its root reads "//deleted") refuses a Landlock or OCI run naming
+// cordon's own — not the bwrap later runs start, whose exposure was not
+// what failed. (A bwrap run cannot make its record of runs in a removed
+// directory: refused before that, as a setup error.)
+func TestARunWhoseStateCannotBePlacedNamesIt(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	top := t.TempDir()
+	src, state := filepath.Join(top, "src"), filepath.Join(top, "state")
+	os.Mkdir(src, 0o700)
+	testenv.Bind(t, src, state)
+	if err := os.Remove(src); err != nil {
+		t.Fatal(err)
+	}
+	h := testHarness.WithStateDir(state)
+	substrates(t, func(t *testing.T, sub string) {
+		if sub == bwrap.Name {
+			t.Skip("a bwrap run is refused before: it cannot make its record of runs in a removed directory")
+		}
+		ws := workspace(t, base(t))
+		refusedOn(t, sub, bwrap.NewPolicy(ws, h), os.Environ(), "cordon's own binaries, state or configuration through a mount cannot be told")
+	})
+}

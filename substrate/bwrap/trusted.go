@@ -410,6 +410,8 @@ func Exposure(what, ws, path string, h harness.Config) error {
 			what, ws, bin, exposureOf(p, bin, real, via, ws), fix)
 	case errors.Is(err, mountinfo.ErrUnsupported):
 		return nil
+	case unplacedIn(err, own):
+		return ownUntold(what, ws, err)
 	case err != nil:
 		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: later runs on this host start %s, and whether the workspace exposes it through a mount cannot be told (%v); %s",
 			what, ws, bin, err, fix)
@@ -450,6 +452,8 @@ func exposesAll(s Spec, real string) ([]placed, error) {
 		return nil, ownRefusal("a bwrap run", ws, p, via, s.Policy.harness)
 	case errors.Is(err, mountinfo.ErrUnsupported):
 		return nil, nil // a kernel that cannot tell (docs/sandbox.md)
+	case unplacedIn(err, cordons):
+		return nil, ownUntold("a bwrap run", ws, err)
 	case err != nil:
 		// A path gone since it was looked at is no less a refusal.
 		return nil, workspaceRefusal(real, ws, "cannot tell whether the workspace exposes it, or the way to it, through a mount: "+err.Error())
@@ -686,9 +690,15 @@ func ownExposure(what, ws string, own []string, h harness.Config) error {
 	case errors.Is(err, mountinfo.ErrUnsupported):
 		return nil
 	case err != nil:
-		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: whether it exposes cordon's own binaries or state through a mount cannot be told (%v)", what, ws, err)
+		return ownUntold(what, ws, err)
 	}
 	return nil
+}
+
+// ownUntold refuses what in ws: whether ws exposes cordon's own cannot
+// be told (err).
+func ownUntold(what, ws string, err error) error {
+	return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: whether it exposes cordon's own binaries, state or configuration through a mount cannot be told (%v)", what, ws, err)
 }
 
 // cannotTellOwn refuses what in ws: where cordon's own binaries are
@@ -786,7 +796,7 @@ func exposedIn(ws string, paths []string) (path, via string, places []placed, er
 	for _, d := range paths {
 		place, err := t.PlaceOf(d)
 		if err != nil {
-			return "", "", nil, err
+			return "", "", nil, &unplaced{d, err}
 		}
 		places = append(places, placed{d, place})
 		for _, m := range roots {
@@ -796,6 +806,23 @@ func exposedIn(ws string, paths []string) (path, via string, places []placed, er
 		}
 	}
 	return "", "", places, nil
+}
+
+// unplaced is a path whose place could not be told: what the refusal
+// then names.
+type unplaced struct {
+	path string
+	err  error
+}
+
+func (u *unplaced) Error() string { return u.err.Error() }
+func (u *unplaced) Unwrap() error { return u.err }
+
+// unplacedIn reports whether err says a path of paths could not be
+// placed.
+func unplacedIn(err error, paths []string) bool {
+	var u *unplaced
+	return errors.As(err, &u) && slices.Contains(paths, u.path)
 }
 
 // placed is a path and its place.
