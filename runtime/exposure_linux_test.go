@@ -402,3 +402,43 @@ func TestARunWhoseStateCannotBePlacedNamesIt(t *testing.T) {
 		refusedOn(t, sub, bwrap.NewPolicy(ws, h), os.Environ(), "cordon's own binaries, state or configuration through a mount cannot be told")
 	})
 }
+
+// TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsRoots: a workspace
+// holding a bind of cordon's roots directory is refused on every
+// substrate — its command could change another root's tree, which that
+// root's apply copies into its origin — while a run inside a root (a
+// workspace below the roots directory) is no refusal.
+func TestNoSubstrateRunsWhereTheWorkspaceExposesCordonsRoots(t *testing.T) {
+	if !testenv.PrivateMounts(t) {
+		return
+	}
+	roots := testHarness.RootsDir()
+	other := filepath.Join(roots, "other-root")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	substrates(t, func(t *testing.T, sub string) {
+		ws := workspace(t, base(t))
+		testenv.Bind(t, roots, filepath.Join(ws, "rt"))
+		refusedOn(t, sub, newPolicy(ws), os.Environ(), "cordon's roots directory", refusal.WorkspaceRefused)
+	})
+}
+
+// TestARunInsideARootIsNoRefusal: a workspace below cordon's roots
+// directory (a disposable root) runs on every substrate, for root and an
+// unprivileged user alike: the roots directory above it is not exposed.
+func TestARunInsideARootIsNoRefusal(t *testing.T) {
+	substrates(t, func(t *testing.T, sub string) {
+		ws := filepath.Join(testHarness.RootsDir(), "r-"+sub)
+		if err := os.MkdirAll(filepath.Join(ws, "out"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(ws)
+		p := prepared(t, newPolicy(ws), "touch "+filepath.Join(ws, "out", "ran"), in(sub))
+		rt := runtime.New(runtime.Config{})
+		defer rt.Close()
+		if res, err := rt.Run(context.Background(), p); err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run = %+v, %v; want the command run", res, err)
+		}
+	})
+}

@@ -262,8 +262,21 @@ func (e *env) harnessConfig() (harness.Config, error) {
 	return h, nil
 }
 
-// openWorkspace opens the workspace the flags name.
+// openWorkspace opens the workspace the flags name for the file tools:
+// refused where they could reach cordon's state, cache, roots or
+// configuration, by its path or through a mount ([bwrap.OwnExposure]).
 func (e *env) openWorkspace() (*workspace.Workspace, error) {
+	return e.openWorkspaceFor("the file tools", false)
+}
+
+// openWorkspaceToWrite is openWorkspace for file tools that write, which
+// refuse as well a workspace that holds cordon itself: the next start of
+// a binary they rewrote would run what they wrote, on the host.
+func (e *env) openWorkspaceToWrite() (*workspace.Workspace, error) {
+	return e.openWorkspaceFor("the file tools that write", true)
+}
+
+func (e *env) openWorkspaceFor(what string, binaries bool) (*workspace.Workspace, error) {
 	h, err := e.harnessConfig()
 	if err != nil {
 		return nil, err
@@ -272,32 +285,13 @@ func (e *env) openWorkspace() (*workspace.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The configuration by its path first: a kernel that cannot tell a
+	// path's mount (before 5.8) passes OwnExposure.
 	if err := e.checkConfigOutside(ws.Root()); err != nil {
 		ws.Close()
 		return nil, err
 	}
-	// Nor cordon's state through a mount: its keys, the marks of the
-	// programs it distrusts.
-	if err := bwrap.OwnExposure("the file tools", ws.Root(), h, false); err != nil {
-		ws.Close()
-		return nil, err
-	}
-	return ws, nil
-}
-
-// openWorkspaceToWrite is openWorkspace for file tools that write, which
-// refuse as well a workspace that holds cordon itself: the next start of
-// a binary they rewrote would run what they wrote, on the host.
-func (e *env) openWorkspaceToWrite() (*workspace.Workspace, error) {
-	h, err := e.harnessConfig()
-	if err != nil {
-		return nil, err
-	}
-	ws, err := e.openWorkspace()
-	if err != nil {
-		return nil, err
-	}
-	if err := bwrap.OwnExposure("the file tools that write", ws.Root(), h, true); err != nil {
+	if err := bwrap.OwnExposure(what, ws.Root(), h, binaries); err != nil {
 		ws.Close()
 		return nil, err
 	}

@@ -344,3 +344,27 @@ func TestTheFrontEndRefusesAFullBinaryItCannotTrust(t *testing.T) {
 		t.Errorf("tools through a trusted full binary: %+v", r)
 	}
 }
+
+// TestTheFullBinaryGuardsALinkToTheFrontEndInTheWorkspace: the front end
+// started by a link inside the workspace hands off (exec --receipt) to
+// the full binary by the latter's own name; the full binary still refuses
+// the run, whose command could replace the link the next start by that
+// name goes through — for root and an unprivileged user alike (the bind
+// mount case: TestTheFullBinaryGuardsTheLinkTheFrontEndWasStartedBy).
+func TestTheFullBinaryGuardsALinkToTheFrontEndInTheWorkspace(t *testing.T) {
+	needBwrap(t)
+	dir := frontPrograms(t)
+	ws := tempWorkspace(t)
+	os.Mkdir(filepath.Join(ws, "lk"), 0o755)
+	link := filepath.Join(ws, "lk", "cordon")
+	if err := os.Symlink(filepath.Join(dir, "cordon"), link); err != nil {
+		t.Fatal(err)
+	}
+	r := runProgram(t, ws, link, "exec", "--receipt", "--", "ln", "-sfn", "/bin/false", "lk/cordon")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "on the way this program was started") {
+		t.Errorf("exec --receipt from a link in the workspace: %+v; want a WorkspaceRefused naming the link", r)
+	}
+	if to, err := os.Readlink(link); err != nil || to != filepath.Join(dir, "cordon") {
+		t.Errorf("the link the front end was started by now leads to %q (%v)", to, err)
+	}
+}

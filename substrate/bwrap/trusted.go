@@ -627,8 +627,11 @@ func reachedPaths(p string) []string {
 // ownPaths returns what cordon itself later reads, or starts, that no run
 // may reach — each with the directories above it, as they exist now: the
 // state directory of h (its keys, the registry of runs, the marks of
-// programs it no longer trusts), its cache (compiled code it runs) and
-// the configuration file it was read from (what protects the workspace),
+// programs it no longer trusts), its cache (compiled code it runs), its
+// roots directory (the trees of disposable roots, which an apply copies
+// into their origins; a run inside one of them is below it, not
+// exposing it) and the configuration file it was read from (what
+// protects the workspace),
 // each placed as the kernel reaches it ([reachedPaths]); and with
 // binaries the program this process runs and cordon's other binary
 // beside it ([selfPaths]), and the paths it was started by ([startedBy]).
@@ -656,7 +659,7 @@ func ownPaths(h harness.Config, binaries bool) ([]string, error) {
 			add(reachedPaths(s))
 		}
 	}
-	for _, d := range []string{h.StateDir(), h.CacheDir(), h.File()} {
+	for _, d := range []string{h.StateDir(), h.CacheDir(), h.RootsDir(), h.File()} {
 		if d != "" {
 			add(reachedPaths(d))
 		}
@@ -726,6 +729,8 @@ func ownRefusal(what, ws, p, via string, h harness.Config) error {
 		it, then = p+", on the way this program was started ("+strings.Join(startedBy(), ", ")+"),", "its next start by that name would run what was put there, on the host"
 	case reachedBy(p, h.File()):
 		it, then = p+", the configuration cordon reads ("+h.File()+"), where it leads or a directory above it,", "a tool could rewrite what cordon reads at its next start (the harness state it protects, where its state lies)"
+	case reachedBy(p, h.RootsDir()):
+		it, then = p+", cordon's roots directory or a directory above it,", "a tool could change another root's tree, which its apply copies into that root's origin"
 	case reachedBy(p, h.StateDir()) || reachedBy(p, h.CacheDir()):
 		it, then = p+", cordon's state or cache, or a directory above it,", "a tool could read its keys, or undo what cordon keeps there (the marks of distrusted programs, the registry of runs, compiled code it runs)"
 	default:
