@@ -20,7 +20,7 @@ import (
 
 func init() {
 	register(command{name: "admit", summary: "FILE|-: admit a tool declaration; prints the grant or the refusal", usage: admitUsage, run: runAdmit})
-	register(command{name: "tools", summary: "[remove NAME]: list the admitted tools and their grants, or remove one", usage: toolsUsage, run: runTools})
+	register(command{name: "tools", summary: "[remove NAME]: list the admitted tools and their grants, or remove one", usage: toolsUsage, run: runTools, subs: subsOf("remove")})
 }
 
 const admitUsage = `usage: cordon admit [-w DIR] [--json] FILE|-

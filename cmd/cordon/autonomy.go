@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(command{name: "autonomy", summary: "check the preconditions of an autonomy level", usage: autonomyUsage, run: runAutonomy})
+	register(command{name: "autonomy", summary: "check the preconditions of an autonomy level", usage: autonomyUsage, run: runAutonomy, subs: subsOf("check")})
 }
 
 const autonomyUsage = `usage: cordon autonomy check [--level supervised|unattended] [-w DIR] [--json]

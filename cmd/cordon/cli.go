@@ -60,6 +60,9 @@ type command struct {
 	// front: cordon's front end runs the command itself (exec and fs);
 	// it hands every other one to the full binary.
 	front bool
+	// subs names the command's subcommands, each with its own usage, or
+	// "" where the command's usage is its (`cordon help CMD SUB`).
+	subs map[string]string
 }
 
 var commands []command
@@ -84,7 +87,7 @@ flags every command takes:
       --json                   print one JSON object (errors too)
       --harness-state NAMES    comma-separated harness directories to protect besides the configured ones
 
-  cordon help COMMAND, or COMMAND --help, shows a command's usage; cordon --version the build.
+  cordon help COMMAND [SUBCOMMAND], or COMMAND [SUBCOMMAND] --help, shows its usage; cordon --version the build.
   The harness configuration (its state directories, write-later paths, and where cordon keeps its
   key store and code cache) comes from the JSON file $CORDON_CONFIG, and $CORDON_STATE_DIR and
   $CORDON_CACHE_DIR; see README.md.
@@ -155,18 +158,53 @@ func wantsJSON(args []string) bool {
 	return false
 }
 
-// help prints the usage of cordon or of one command.
+// help prints the usage of cordon (`cordon help`, `cordon help help`),
+// of one command (`cordon help CMD`) or of one of its subcommands
+// (`cordon help CMD SUB`). Its flags (--json, -h) may come anywhere.
 func (e *env) help(args []string) int {
-	if len(args) == 0 {
+	var names []string
+	for _, a := range args {
+		switch a {
+		case "--json", "--json=true", "-h", "--help":
+		default:
+			if strings.HasPrefix(a, "-") {
+				return e.usageError(fmt.Sprintf("help: unknown flag %s", a))
+			}
+			names = append(names, a)
+		}
+	}
+	if len(names) == 0 || len(names) == 1 && names[0] == "help" {
 		usage(e.stdout)
 		return exitOK
 	}
-	c, ok := lookup(args[0])
+	c, ok := lookup(names[0])
 	if !ok {
-		return e.usageError(fmt.Sprintf("unknown command %q", args[0]))
+		return e.usageError(fmt.Sprintf("unknown command %q", names[0]))
 	}
-	fmt.Fprintln(e.stdout, c.usage)
+	text := c.usage
+	switch {
+	case len(names) > 2:
+		return e.usageError(fmt.Sprintf("help: too many names (%s); want cordon help COMMAND [SUBCOMMAND]", strings.Join(names, " ")))
+	case len(names) == 2:
+		sub, ok := c.subs[names[1]]
+		if !ok {
+			return e.usageError(fmt.Sprintf("%s has no subcommand %q", c.name, names[1]))
+		}
+		if sub != "" {
+			text = sub
+		}
+	}
+	fmt.Fprintln(e.stdout, text)
 	return exitOK
+}
+
+// subsOf names subcommands whose usage is their command's.
+func subsOf(names ...string) map[string]string {
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[n] = ""
+	}
+	return m
 }
 
 // version prints cordon's version, commit and Go version.

@@ -45,6 +45,46 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 }
 
+// TestHelpOfEveryCommandAndSubcommand: `cordon help CMD [SUB]` prints
+// exactly what `cordon CMD [SUB] --help` prints, for every command and
+// every subcommand it names; help's own flags may come anywhere, and
+// `cordon help help` is cordon's usage.
+func TestHelpOfEveryCommandAndSubcommand(t *testing.T) {
+	ws := tempWorkspace(t)
+	same := func(viaHelp, viaFlag []string) {
+		t.Helper()
+		hc, hout, herr := cordonMain(t, "", append([]string{"-w", ws}, viaHelp...)...)
+		fc, fout, ferr := cordonMain(t, "", append([]string{"-w", ws}, viaFlag...)...)
+		if hc != exitOK || fc != exitOK || herr != "" || ferr != "" || hout != fout || !strings.HasPrefix(hout, "usage: cordon") {
+			t.Errorf("cordon %s: exit %d, %.70q (stderr %q); cordon %s: exit %d, %.70q (stderr %q); want the same usage, exit 0",
+				strings.Join(viaHelp, " "), hc, hout, herr, strings.Join(viaFlag, " "), fc, fout, ferr)
+		}
+	}
+	for _, c := range commands {
+		same([]string{"help", c.name}, []string{c.name, "--help"})
+		for sub := range c.subs {
+			same([]string{"help", c.name, sub}, []string{c.name, sub, "--help"})
+		}
+	}
+	for _, args := range [][]string{{"help", "help"}, {"help", "-h"}, {"help", "--help"}} {
+		same(args, []string{"--help"})
+	}
+	same([]string{"help", "--json", "exec"}, []string{"exec", "--help"})
+	same([]string{"help", "exec", "--json"}, []string{"exec", "--help"})
+	if code, stdout, _ := cordonMain(t, "", "help", "oci", "pod"); code != exitOK || !strings.HasPrefix(stdout, "usage: cordon oci pod") {
+		t.Errorf("cordon help oci pod: exit %d, %.60q; want the pod's usage", code, stdout)
+	}
+	for _, args := range [][]string{
+		{"help", "nosuch"}, {"help", "exec", "true"}, {"help", "fs", "bogus"}, {"help", "oci", "pod", "x"}, {"help", "--frobnicate"},
+	} {
+		code, stdout, _ := cordonMain(t, "", append([]string{"--json"}, args...)...)
+		var got errorJSON
+		if code != exitUsage || json.Unmarshal([]byte(stdout), &got) != nil || got.Error != "Usage" {
+			t.Errorf("cordon --json %s: exit %d, %q; want exit 2 and one Usage object", strings.Join(args, " "), code, stdout)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	code, stdout, _ := cordonMain(t, "", "--version")
 	if code != 0 || !strings.HasPrefix(stdout, "cordon ") || !strings.Contains(stdout, "commit ") || !strings.Contains(stdout, "go1.") {
@@ -70,7 +110,7 @@ func TestJSONErrorsAreOneObject(t *testing.T) {
 	}{
 		{[]string{"bogus"}, "Usage", exitUsage, "", ""},
 		{[]string{"exec", "--bogus", "--", "true"}, "Usage", exitUsage, "", ""},
-		{[]string{"exec", "--env", "LD_PRELOAD", "--", "true"}, "Usage", exitUsage, "", ""},
+		{[]string{"exec", "--env", "LD_PRELOAD", "--", "true"}, "EnvRefused", exitRefused, "pass", "LD_PRELOAD"},
 		{[]string{"fs", "edit", "a.txt", "--old", "x"}, "Usage", exitUsage, "", ""},
 		{[]string{"fs", "read", "../x"}, "OutsideWorkspace", exitRefused, "read", "../x"},
 		{[]string{"fs", "write", ".efferent/x"}, "HarnessState", exitRefused, "write", ".efferent/x"},

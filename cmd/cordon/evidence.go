@@ -22,7 +22,7 @@ import (
 
 // evidenceCommand is the evidence command: the workspace's receipts and
 // this user's public key.
-var evidenceCommand = command{name: "evidence", summary: "list|show|verify|reset|key: the workspace's signed receipts, and the key that signs them", usage: evidenceUsage, run: runEvidence}
+var evidenceCommand = command{name: "evidence", summary: "list|show|verify|reset|key: the workspace's signed receipts, and the key that signs them", usage: evidenceUsage, run: runEvidence, subs: subsOf("list", "show", "verify", "reset", "key")}
 
 const evidenceUsage = `usage: cordon evidence list [-w DIR] [--json]
        cordon evidence show [-w DIR] [--json] N|DIGEST

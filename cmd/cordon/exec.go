@@ -220,7 +220,9 @@ func (e *env) execCapabilities(netSet bool, sub string, timeout time.Duration, m
 	}
 	for _, name := range envNames {
 		if err := substrate.CheckEnvName(name); err != nil {
-			return capabilities.Set{}, e.usageError("--env: " + err.Error())
+			// A refusal of the policy (EnvRefused, exit 3), not of the
+			// command line's form: the name is one no sandbox passes in.
+			return capabilities.Set{}, e.fail(fmt.Errorf("--env: %w", err))
 		}
 		c, err := capabilities.Parse("env:" + name)
 		if err != nil {

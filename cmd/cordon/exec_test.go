@@ -124,9 +124,6 @@ func TestExecUsageErrors(t *testing.T) {
 		{[]string{"exec", "--max-output", "0", "--", "true"}, "--max-output must be positive"},
 		{[]string{"exec", "--max-output", "lots", "--", "true"}, "--max-output: invalid size"},
 		{[]string{"exec", "--net", "wifi", "--", "true"}, "--net: unknown network \"wifi\""},
-		{[]string{"exec", "--env", "LD_PRELOAD", "--", "true"}, "refusing to pass LD_PRELOAD into the sandbox"},
-		{[]string{"exec", "--env", "PATH", "--", "true"}, "refusing to pass PATH into the sandbox"},
-		{[]string{"exec", "--env", "BASH_ENV", "--", "true"}, "refusing to pass BASH_ENV"},
 		{[]string{"exec", "--substrate", "chroot", "--", "true"}, "unknown substrate \"chroot\""},
 		{[]string{"exec", "--no-sandbox", "--net", "none", "--", "true"}, "--no-sandbox cannot restrict the network"},
 		{[]string{"exec", "--no-sandbox", "--substrate", "bwrap", "--", "true"}, "drop --substrate or --no-sandbox"},
@@ -136,6 +133,35 @@ func TestExecUsageErrors(t *testing.T) {
 		code, stdout, stderr := cordonMain(t, "", append([]string{"-w", ws}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
 			t.Errorf("cordon %q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestExecRefusesEnvNames: a name no sandbox passes in is a refusal of
+// the policy (EnvRefused, exit 3) naming the variable, not a usage error
+// — on every substrate, --no-sandbox and mcp alike.
+func TestExecRefusesEnvNames(t *testing.T) {
+	ws := tempWorkspace(t)
+	for _, tc := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"exec", "--env", "LD_PRELOAD", "--", "true"}, "LD_PRELOAD"},
+		{[]string{"exec", "--env", "PATH", "--", "true"}, "PATH"},
+		{[]string{"exec", "--env", "BASH_ENV", "--", "true"}, "BASH_ENV"},
+		{[]string{"exec", "--no-sandbox", "--env", "GIT_DIR", "--", "true"}, "GIT_DIR"},
+		{[]string{"exec", "--env", "A=B", "--", "true"}, "A=B"},
+		{[]string{"mcp", "--env", "LD_PRELOAD"}, "LD_PRELOAD"},
+	} {
+		code, stdout, stderr := cordonMain(t, "", append([]string{"-w", ws, "--json"}, tc.args...)...)
+		var got errorJSON
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Errorf("cordon %q: stdout %q is not one JSON object: %v (stderr %q)", tc.args, stdout, err, stderr)
+			continue
+		}
+		if code != exitRefused || got.Error != "EnvRefused" || got.Op != "pass" || got.Path != tc.name ||
+			!strings.Contains(got.Message, "--env: refusing to pass "+tc.name+" into the sandbox") {
+			t.Errorf("cordon %q: exit %d, %+v; want exit 3, EnvRefused, op pass, path %s", tc.args, code, got, tc.name)
 		}
 	}
 }

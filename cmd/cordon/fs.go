@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(command{name: "fs", summary: "read|write|list|stat|edit PATH: the direct file tools", usage: fsUsage, run: runFS, front: true})
+	register(command{name: "fs", summary: "read|write|list|stat|edit PATH: the direct file tools", usage: fsUsage, run: runFS, front: true, subs: subsOf("read", "write", "list", "stat", "edit")})
 }
 
 const fsUsage = `usage: cordon fs read|write|list|stat|edit [-w DIR] [--json] PATH

@@ -29,7 +29,7 @@ import (
 )
 
 func init() {
-	register(command{name: "oci", summary: "bundle | pod (--tool T | -- CMD ARGS...): the sandbox as an OCI runtime bundle or a Kubernetes Pod", usage: ociUsage, run: runOCI})
+	register(command{name: "oci", summary: "bundle | pod (--tool T | -- CMD ARGS...): the sandbox as an OCI runtime bundle or a Kubernetes Pod", usage: ociUsage, run: runOCI, subs: map[string]string{"bundle": "", "pod": podUsage}})
 }
 
 const ociUsage = `usage: cordon oci bundle [-w DIR] [--out DIR] [--json] (--tool T [--input JSON] | -- CMD ARGS...)

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "root", summary: "create|list|diff|apply|discard: disposable roots", usage: rootUsage, run: runRoot})
+	register(command{name: "root", summary: "create|list|diff|apply|discard: disposable roots", usage: rootUsage, run: runRoot, subs: subsOf("create", "list", "diff", "apply", "discard")})
 }
 
 const rootUsage = `usage: cordon root create [--from DIR] [--mode copy|worktree] [--copy-harness-state] [--json]
