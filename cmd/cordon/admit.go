@@ -20,7 +20,7 @@ import (
 
 func init() {
 	register(command{name: "admit", summary: "FILE|-: admit a tool declaration; prints the grant or the refusal", usage: admitUsage, run: runAdmit})
-	register(command{name: "tools", summary: "[remove NAME]: list the admitted tools and their grants, or remove one", usage: toolsUsage, run: runTools, subs: subsOf("remove")})
+	register(command{name: "tools", summary: "[list] | remove NAME: list the admitted tools and their grants, or remove one", usage: toolsUsage, run: runTools, subs: subsOf("list", "remove")})
 }
 
 const admitUsage = `usage: cordon admit [-w DIR] [--json] FILE|-
@@ -29,10 +29,10 @@ const admitUsage = `usage: cordon admit [-w DIR] [--json] FILE|-
   or to the workspace for "-". A tool of the same name is replaced, and
   cordon says how its grant changed.`
 
-const toolsUsage = `usage: cordon tools [-w DIR] [--json]
+const toolsUsage = `usage: cordon tools [list] [-w DIR] [--json]
        cordon tools remove [-w DIR] [--json] NAME
-  tools lists the admitted tools with their grants; with --json each grant
-  shows its mechanisms and the workspace's protected paths.
+  tools (or tools list) lists the admitted tools with their grants; with --json
+  each grant shows its mechanisms and the workspace's protected paths.
   tools remove NAME removes one tool (its grant, then its files).`
 
 func runAdmit(e *env, args []string) int {
@@ -186,6 +186,9 @@ func readFileLimit(name string, max int64) ([]byte, error) {
 func runTools(e *env, args []string) int {
 	if len(args) > 0 && args[0] == "remove" {
 		return runToolsRemove(e, args[1:])
+	}
+	if len(args) > 0 && args[0] == "list" {
+		args = args[1:] // as evidence list and root list
 	}
 	fs := e.flags("tools")
 	if code := e.parse(fs, args, toolsUsage); code >= 0 {

@@ -82,6 +82,9 @@ func TestAdmitToolsRun(t *testing.T) {
 	if r := cordon(t, "", "tools", "-w", ws); r.code != 0 || !strings.HasPrefix(r.stdout, "count-lines\tnative\tfs.read:workspace") {
 		t.Fatalf("tools: %+v", r)
 	}
+	if l := cordon(t, "", "tools", "list", "-w", ws, "--json"); l.code != 0 || l.stdout != cordon(t, "", "tools", "-w", ws, "--json").stdout {
+		t.Fatalf("tools list --json is not tools --json: %+v", l)
+	}
 
 	// The tool reads as granted; its write and its connection fail.
 	r = cordon(t, "", "run", "-w", ws, "count-lines", "--input", `{"file": "notes.txt"}`)
