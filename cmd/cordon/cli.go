@@ -323,12 +323,6 @@ func (e *env) openWorkspaceFor(what string, binaries bool) (*workspace.Workspace
 	if err != nil {
 		return nil, err
 	}
-	// The configuration by its path first: a kernel that cannot tell a
-	// path's mount (before 5.8) passes OwnExposure.
-	if err := e.checkConfigOutside(ws.Root()); err != nil {
-		ws.Close()
-		return nil, err
-	}
 	if err := bwrap.OwnExposure(what, ws.Root(), h, binaries); err != nil {
 		ws.Close()
 		return nil, err
@@ -339,8 +333,9 @@ func (e *env) openWorkspaceFor(what string, binaries bool) (*workspace.Workspace
 // checkConfigOutside refuses a workspace that holds the configuration
 // file as the kernel reaches it — a link on its way (one into a
 // repository of dotfiles) or what it resolves to: a tool could rewrite
-// what protects it. (Through a mount inside the workspace:
-// [bwrap.OwnExposure], which every run and file tool asks.)
+// what protects it. For the commands that neither run nor open the
+// workspace's files; those ask [bwrap.OwnExposure], which refuses that
+// and every other of cordon's own, by path and through a mount.
 func (e *env) checkConfigOutside(root string) error {
 	f := e.harnessFile
 	if f == "" {

@@ -787,9 +787,17 @@ func workspaceRefusal(real, ws, why string) error {
 // the root of a mount inside ws (bwrap binds the workspace with every
 // mount below it: a bind of the program's directory, or of the program
 // itself). Compared by place ([mountinfo.Place]): the file system and the
-// path in it.
+// path in it — and first by path: what lies inside ws is exposed whatever
+// the kernel can tell of mounts (one before 5.8 tells nothing, and the
+// mount table's answer is then [mountinfo.ErrUnsupported], which callers
+// let pass).
 func exposedIn(ws string, paths []string) (path, via string, places []placed, err error) {
-	t, err := mountinfo.Read()
+	for _, d := range paths {
+		if within(d, ws) {
+			return d, ws, nil, nil
+		}
+	}
+	t, err := readMounts()
 	if err != nil {
 		return "", "", nil, err
 	}
@@ -812,6 +820,10 @@ func exposedIn(ws string, paths []string) (path, via string, places []placed, er
 	}
 	return "", "", places, nil
 }
+
+// readMounts reads this process's mount table; tests alone replace it
+// (with a kernel that cannot tell a path's mount).
+var readMounts = mountinfo.Read
 
 // unplaced is a path whose place could not be told: what the refusal
 // then names.

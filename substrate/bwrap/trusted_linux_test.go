@@ -12,7 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-run/cordon/harness"
+	"github.com/cordon-run/cordon/internal/mountinfo"
 	"github.com/cordon-run/cordon/internal/testenv"
+	"github.com/cordon-run/cordon/refusal"
 	"github.com/cordon-run/cordon/substrate"
 )
 
@@ -272,5 +275,54 @@ func TestAMountThatExposesBwrapDuringARunDistrustsIt(t *testing.T) {
 				t.Errorf("bwrap once the file is removed: %v", err)
 			}
 		})
+	}
+}
+
+// TestOwnInsideTheWorkspaceWhereTheKernelCannotTellMounts: on a kernel
+// that cannot tell a path's mount (before 5.8; the mount table's reader
+// replaced to say so), cordon's own that lies inside the workspace by its
+// path — its state directory, or its configuration reached through a
+// link into a repository of dotfiles — is still refused; what a mount
+// alone would expose passes there (docs/sandbox.md).
+func TestOwnInsideTheWorkspaceWhereTheKernelCannotTellMounts(t *testing.T) {
+	defer func(was func() (*mountinfo.Table, error)) { readMounts = was }(readMounts)
+	readMounts = func() (*mountinfo.Table, error) { return nil, mountinfo.ErrUnsupported }
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "dots"), 0o755)
+	os.WriteFile(filepath.Join(ws, "dots", "cordon.json"), []byte("{}"), 0o644)
+	link := filepath.Join(outside, "cordon.json")
+	if err := os.Symlink(filepath.Join(ws, "dots", "cordon.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	fromEnv := func(env map[string]string) harness.Config {
+		t.Helper()
+		h, _, err := harness.FromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	away := map[string]string{harness.EnvStateDir: filepath.Join(outside, "state"), harness.EnvCacheDir: filepath.Join(outside, "cache")}
+	for _, tc := range []struct {
+		name string
+		h    harness.Config
+		want string
+	}{
+		{"the state directory inside the workspace", harness.Default().WithStateDir(filepath.Join(ws, "state")).WithCacheDir(filepath.Join(outside, "cache")), "cordon's state or cache"},
+		{"the configuration through a link into the workspace", fromEnv(map[string]string{harness.EnvConfig: link, harness.EnvStateDir: away[harness.EnvStateDir], harness.EnvCacheDir: away[harness.EnvCacheDir]}), "the configuration cordon reads"},
+	} {
+		for _, binaries := range []bool{false, true} {
+			err := OwnExposure("the file tools", ws, tc.h, binaries)
+			if !errors.Is(err, refusal.WorkspaceRefused) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "inside the workspace") {
+				t.Errorf("%s (binaries %v): %v; want a WorkspaceRefused naming %s inside the workspace", tc.name, binaries, err, tc.want)
+			}
+		}
+	}
+	if err := OwnExposure("the file tools", ws, fromEnv(away), true); err != nil {
+		t.Errorf("nothing of cordon's own in the workspace: %v", err)
 	}
 }
