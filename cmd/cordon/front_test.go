@@ -368,3 +368,40 @@ func TestTheFullBinaryGuardsALinkToTheFrontEndInTheWorkspace(t *testing.T) {
 		t.Errorf("the link the front end was started by now leads to %q (%v)", to, err)
 	}
 }
+
+// TestNoRunRewritesCordonThroughASecondName: a hard link of cordon-full
+// or of the front end in the workspace — one its user made (a binary
+// linked into a project's bin); a sandboxed command cannot make one —
+// would let a command rewrite the program the next hand-off or start
+// runs, on the host. Every run is refused while either has a second name
+// on the workspace's file system, on every substrate, and neither
+// changes; once the second name is gone, runs go on. (Tried before the
+// check: a command wrote cordon-full through the link and removed it,
+// and the next `cordon tools` ran what it wrote.)
+func TestNoRunRewritesCordonThroughASecondName(t *testing.T) {
+	needBwrap(t)
+	dir := frontPrograms(t)
+	for _, name := range []string{fullName, "cordon"} {
+		ws := tempWorkspace(t)
+		second := filepath.Join(ws, "linked")
+		err := os.Link(filepath.Join(dir, name), second)
+		testenv.Require(t, err == nil, "a hard link of %s in the workspace (one file system): %v", name, err)
+		want, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"bwrap", "landlock"} {
+			r := runFront(t, dir, ws, "exec", "--substrate", sub, "--", "sh", "-c", "echo written > linked; rm -f linked")
+			if r.code != exitRefused || !strings.Contains(r.stderr, "has 2 names") {
+				t.Errorf("%s linked into the workspace, a %s run: %+v; want a WorkspaceRefused naming its second name", name, sub, r)
+			}
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s was rewritten through its second name (%v)", name, err)
+		}
+		os.Remove(second)
+		if r := runFront(t, dir, ws, "exec", "--", "true"); r.code != 0 {
+			t.Errorf("a run once the second name of %s is gone: %+v", name, r)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-run/cordon/harness"
 	"github.com/cordon-run/cordon/internal/mountinfo"
 	"github.com/cordon-run/cordon/internal/placeholder"
+	"github.com/cordon-run/cordon/internal/userdir"
 	"github.com/cordon-run/cordon/refusal"
 )
 
@@ -391,6 +392,9 @@ func Exposure(what, ws, path string, h harness.Config) error {
 	if err != nil {
 		return cannotTellOwn(what, ws, err)
 	}
+	if err := secondNameIn(what, ws); err != nil {
+		return err
+	}
 	bin, err := findIn(path)
 	var real string
 	if err == nil {
@@ -432,6 +436,9 @@ func exposesAll(s Spec, real string) ([]placed, error) {
 	cordons, err := ownPaths(s.Policy.harness, true)
 	if err != nil {
 		return nil, cannotTellOwn("a bwrap run", ws, err)
+	}
+	if err := secondNameIn("a bwrap run", ws); err != nil {
+		return nil, err
 	}
 	own := pathsOf(real)
 	var bin string
@@ -682,7 +689,72 @@ func OwnExposure(what, ws string, h harness.Config, binaries bool) error {
 	if err != nil {
 		return cannotTellOwn(what, ws, err)
 	}
+	if binaries {
+		if err := secondNameIn(what, ws); err != nil {
+			return err
+		}
+	}
 	return ownExposure(what, ws, own, h)
+}
+
+// secondNameIn refuses what in ws when one of cordon's programs
+// ([selfPaths], and where the paths it was started by lead) has another
+// name (a hard link) that a command of the run could write: the file has
+// more than one name, this user could write it ([userdir.Writable]: a
+// read-only store's are none), and it lies on the file system of ws or
+// of a mount inside it, where alone another name of it could lie. cordon
+// guards its own by their names: a second name in the workspace (a
+// binary linked into a project's bin, not copied) would let a command
+// rewrite cordon-full, which the next hand-off starts, on the host. A
+// sandboxed command cannot make such a link (the file is outside its
+// writable tree, and a link across mounts fails); a user can, before the
+// run. (A configuration file with a second name this user could write is
+// refused as it is read: [harness.FromEnv].)
+func secondNameIn(what, ws string) error {
+	self, _ := selfPaths() // known by now: ownPaths asked
+	files := slices.Clone(self)
+	for _, s := range startedBy() {
+		if real, err := filepath.EvalSymlinks(s); err == nil {
+			files = append(files, real)
+		}
+	}
+	var devs []uint64
+	for _, f := range files {
+		var st unix.Stat_t
+		if unix.Stat(f, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Nlink) < 2 || !userdir.Writable(f) {
+			continue
+		}
+		if devs == nil {
+			devs = devicesIn(ws)
+		}
+		if devs != nil && !slices.Contains(devs, uint64(st.Dev)) {
+			continue
+		}
+		return refusal.Errorf(refusal.WorkspaceRefused, "refusing %s in the workspace %s: %s, one of cordon's own, has %d names, and another of them could lie in the workspace (it is on the workspace's file system), where a command could rewrite it — cordon guards its own by their names; keep one name for it (copy it where you linked it)",
+			what, ws, f, st.Nlink)
+	}
+	return nil
+}
+
+// devicesIn returns the devices of ws and of every mount inside it, or
+// nil when the mount table cannot be read (then any device may be one).
+func devicesIn(ws string) []uint64 {
+	var st unix.Stat_t
+	if unix.Stat(ws, &st) != nil {
+		return nil
+	}
+	devs := []uint64{uint64(st.Dev)}
+	t, err := readMounts()
+	if err != nil {
+		return nil
+	}
+	for _, m := range t.Below(ws) {
+		if unix.Stat(m.Point, &st) != nil {
+			return nil
+		}
+		devs = append(devs, uint64(st.Dev))
+	}
+	return devs
 }
 
 func ownExposure(what, ws string, own []string, h harness.Config) error {
