@@ -43,6 +43,10 @@ func CheckEnvName(name string) error {
 	return nil
 }
 
+// ValidEnvName reports whether name is a variable's name: letters,
+// digits and underscores, not led by a digit.
+func ValidEnvName(name string) bool { return validEnvName(name) }
+
 func validEnvName(name string) bool {
 	if name == "" {
 		return false

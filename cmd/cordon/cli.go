@@ -160,12 +160,16 @@ func wantsJSON(args []string) bool {
 
 // help prints the usage of cordon (`cordon help`, `cordon help help`),
 // of one command (`cordon help CMD`) or of one of its subcommands
-// (`cordon help CMD SUB`). Its flags (--json, -h) may come anywhere.
+// (`cordon help CMD SUB`). The flags every command takes, and -h, may
+// come anywhere.
 func (e *env) help(args []string) int {
 	var names []string
-	for _, a := range args {
-		switch a {
-		case "--json", "--json=true", "-h", "--help":
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--json" || strings.HasPrefix(a, "--json=") || a == "-h" || a == "--help":
+		case a == "-w" || a == "--workspace" || a == "--harness-state":
+			i++ // the flags every command takes, and their values: no matter to a usage
+		case strings.HasPrefix(a, "--workspace=") || strings.HasPrefix(a, "--harness-state="):
 		default:
 			if strings.HasPrefix(a, "-") {
 				return e.usageError(fmt.Sprintf("help: unknown flag %s", a))

@@ -71,6 +71,8 @@ func TestHelpOfEveryCommandAndSubcommand(t *testing.T) {
 	}
 	same([]string{"help", "--json", "exec"}, []string{"exec", "--help"})
 	same([]string{"help", "exec", "--json"}, []string{"exec", "--help"})
+	same([]string{"help", "-w", ws, "exec"}, []string{"exec", "--help"})
+	same([]string{"help", "exec", "--workspace=" + ws, "--harness-state", ".x"}, []string{"exec", "--help"})
 	if code, stdout, _ := cordonMain(t, "", "help", "oci", "pod"); code != exitOK || !strings.HasPrefix(stdout, "usage: cordon oci pod") {
 		t.Errorf("cordon help oci pod: exit %d, %.60q; want the pod's usage", code, stdout)
 	}

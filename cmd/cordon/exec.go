@@ -219,6 +219,9 @@ func (e *env) execCapabilities(netSet bool, sub string, timeout time.Duration, m
 		caps = append(caps, capabilities.NoNet())
 	}
 	for _, name := range envNames {
+		if !substrate.ValidEnvName(name) {
+			return capabilities.Set{}, e.usageError(fmt.Sprintf("--env %q: not a variable's name (letters, digits and _, not led by a digit); --env passes cordon's own value of NAME", name))
+		}
 		if err := substrate.CheckEnvName(name); err != nil {
 			// A refusal of the policy (EnvRefused, exit 3), not of the
 			// command line's form: the name is one no sandbox passes in.

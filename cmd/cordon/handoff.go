@@ -124,7 +124,7 @@ func fullProgram() (bin, argv0 string, err error) {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return refuse("%s is not a regular file", real)
 	case st.Nlink != 1 && userdir.Writable(real):
-		return refuse("%s has %d links: another name for it could be written where the front end's directory does not guard it", real, st.Nlink)
+		return refuse("%s has %d links: another name for it could be written where the front end's directory does not guard it; keep one name for it (copy it where it was linked)", real, st.Nlink)
 	case unix.Stat(self, &me) == nil && me.Dev == st.Dev && me.Ino == st.Ino:
 		return refuse("%s is this front end itself: build the full binary as %s (go build -o %s ./cmd/cordon)", full, full, full)
 	case me.Nlink > 1 && userdir.Writable(self):
